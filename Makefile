@@ -1,0 +1,44 @@
+# dpkit — make test | make demo | make bench
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+BENCH_VENV := .venv-bench
+BENCH_PY := $(BENCH_VENV)/bin/python
+
+.PHONY: test demo bench lint typecheck pytest clean
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks
+
+typecheck: $(VENV)/.installed
+	$(VENV)/bin/mypy --strict src
+
+pytest: $(VENV)/.installed
+	$(PY) -m pytest -W error
+
+test: lint typecheck pytest
+
+demo: $(VENV)/.installed
+	MPLBACKEND=Agg $(PY) -m dpkit.demo
+
+# Peer libraries pin old NumPy/scikit-learn, so they live in an environment of their own.
+$(BENCH_VENV)/.installed: pyproject.toml benchmarks/requirements.txt
+	test -x $(BENCH_PY) || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_PY) -m pip install --quiet --upgrade pip
+	$(BENCH_PY) -m pip install --quiet -r benchmarks/requirements.txt
+	$(BENCH_PY) -m pip install --quiet --no-deps -e .
+	touch $@
+
+bench: $(BENCH_VENV)/.installed
+	for b in benchmarks/noise.py benchmarks/accounting.py benchmarks/stats.py; do \
+		test ! -f $$b || $(BENCH_PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) $(BENCH_VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
