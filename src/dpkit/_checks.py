@@ -1,4 +1,4 @@
-"""Argument checks shared by every layer: one wording for each mistake, and a fix in each message."""
+"""Argument checks shared by every layer: one wording per mistake, and a fix in each message."""
 
 from __future__ import annotations
 
