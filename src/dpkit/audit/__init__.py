@@ -19,6 +19,7 @@ from dpkit.audit._clopper_pearson import clopper_pearson
 from dpkit.audit._regions import (
     Above,
     Below,
+    Coordinate,
     InSet,
     LinearScore,
     OffLattice,
@@ -33,6 +34,7 @@ __all__ = [
     "Above",
     "AuditResult",
     "Below",
+    "Coordinate",
     "InSet",
     "LinearScore",
     "OffLattice",

@@ -16,6 +16,7 @@ from dpkit.audit._clopper_pearson import check_confidence
 from dpkit.audit._regions import (
     Above,
     Below,
+    Coordinate,
     InSet,
     LinearScore,
     OffLattice,
@@ -34,7 +35,17 @@ __all__ = ["Progress", "epsilon_lower_bound", "is_batched", "run_mechanism"]
 Progress = Callable[[int, int], None]
 """``progress(done, total)``: called as runs complete."""
 
-_KNOWN_REGIONS = (Above, Below, InSet, RowsIn, OnLattice, OffLattice, LinearScore, Predicate)
+_KNOWN_REGIONS = (
+    Above,
+    Below,
+    Coordinate,
+    InSet,
+    RowsIn,
+    OnLattice,
+    OffLattice,
+    LinearScore,
+    Predicate,
+)
 
 
 def is_batched(mechanism: Callable[..., Any]) -> bool:
@@ -228,7 +239,9 @@ def epsilon_lower_bound(
     alpha = (1.0 - c) / 2.0
     if fixed is None:
         k = min(n - 1, max(1, math.floor(n * float(selection))))
-        chosen, _ = choose_region(y0[:k], y1[:k], delta=d, alpha=alpha)
+        # Candidates are scored at a 100x stricter level than the final bound, so that a tail
+        # threshold with a handful of lucky hits does not beat a robust one (winner's curse).
+        chosen, _ = choose_region(y0[:k], y1[:k], delta=d, alpha=alpha / 100)
         e0, e1 = y0[k:], y1[k:]
     else:
         k, chosen, e0, e1 = 0, fixed, y0, y1

@@ -21,6 +21,7 @@ from dpkit.errors import DataError
 __all__ = [
     "Above",
     "Below",
+    "Coordinate",
     "InSet",
     "LinearScore",
     "OffLattice",
@@ -116,6 +117,24 @@ class RowsIn:
 
     def __str__(self) -> str:
         return f"output row in a set of {len(self.rows)} rows"
+
+
+@dataclass(frozen=True)
+class Coordinate:
+    """Vector outputs whose coordinate ``index`` (of the flattened output) is in ``region``.
+
+    >>> Coordinate(1, Above(0.5))(np.array([[0.0, 1.0], [1.0, 0.0]]))
+    array([ True, False])
+    """
+
+    index: int
+    region: Above | Below
+
+    def __call__(self, outputs: npt.NDArray[Any], /) -> BoolArray:
+        return self.region(outputs.reshape(outputs.shape[0], -1)[:, self.index])
+
+    def __str__(self) -> str:
+        return str(self.region).replace("output", f"output[{self.index}]", 1)
 
 
 def _on_lattice(values: npt.NDArray[Any], exponent: int) -> BoolArray:

@@ -26,6 +26,7 @@ from dpkit.audit._clopper_pearson import cp_upper
 from dpkit.audit._regions import (
     Above,
     Below,
+    Coordinate,
     InSet,
     LinearScore,
     OffLattice,
@@ -39,6 +40,9 @@ __all__ = ["choose_region"]
 
 MAX_CATEGORIES = 512
 """Outputs with at most this many distinct values (or rows) are treated as discrete."""
+
+MAX_COORDINATES = 64
+"""Vector outputs with at most this many coordinates also get per-coordinate thresholds."""
 
 LATTICE_EXPONENTS = range(-64, 9)
 """Powers of two tried by the low-order-bit (lattice) regions."""
@@ -132,7 +136,7 @@ def _discrete(y0: Array, y1: Array, scorer: _Scorer, *, rows: bool) -> None:
     scorer.add(regions, np.cumsum(c0[order])[:-1], np.cumsum(c1[order])[:-1])
 
 
-def _logistic(z: Array, y: Array, *, l2: float = 1e-3, iters: int = 30) -> Array:
+def _logistic(z: Array, y: Array, *, l2: float = 1e-3, iters: int = 15) -> Array:
     """Weights (last entry = intercept) of an L2-regularised logistic regression, by Newton."""
     x = np.hstack([z, np.ones((z.shape[0], 1))])
     w = np.zeros(x.shape[1])
@@ -145,7 +149,7 @@ def _logistic(z: Array, y: Array, *, l2: float = 1e-3, iters: int = 30) -> Array
         hess = (x * (mu * (1.0 - mu))[:, None]).T @ x + reg + 1e-9 * np.eye(x.shape[1])
         step = np.linalg.solve(hess, grad)
         w = w - step
-        if float(np.max(np.abs(step))) < 1e-8:
+        if float(np.max(np.abs(step))) < 1e-6:
             break
     return w
 
@@ -159,6 +163,13 @@ def _vector(y0: Array, y1: Array, scorer: _Scorer) -> None:
     scale = np.where(scale > 0, scale, 1.0)
     z = (both - center) / scale
     label = np.concatenate([np.zeros(f0.shape[0]), np.ones(f1.shape[0])])
+    if f0.shape[1] <= MAX_COORDINATES:
+        for j in range(f0.shape[1]):
+            probe = _Scorer(scorer.n0, scorer.n1, scorer.delta, scorer.alpha)
+            _scalar_thresholds_only(f0[:, j], f1[:, j], probe)
+            if isinstance(probe.best, Above | Below):
+                coord = Coordinate(j, probe.best)
+                scorer.add([coord], [int(coord(f0).sum())], [int(coord(f1).sum())])
     w = _logistic(z, label)[:-1]
     base = LinearScore(
         weights=tuple(float(v) for v in w),
