@@ -8,6 +8,7 @@ import numpy.typing as npt
 from dpkit._checks import Rational, check_size
 from dpkit.noise._kernels import (
     BLOCK,
+    MIN_BLOCK,
     bernoulli_exp_fraction,
     bernoulli_exp_rational,
     geometric_exp1,
@@ -42,7 +43,7 @@ def _fill(n: int, draw: _Draw) -> IntArray:
     out = np.empty(n, dtype=np.int64)
     filled = 0
     while filled < n:
-        attempts = min(max(int((n - filled) * draw.overdraw) + 64, BLOCK), 8 * BLOCK)
+        attempts = min(max(int((n - filled) * draw.overdraw) + 64, MIN_BLOCK), BLOCK)
         got = draw(attempts)
         take = min(got.size, n - filled)
         out[filled : filled + take] = got[:take]
@@ -67,19 +68,21 @@ class _LaplaceDraw(_Draw):
 
     def __call__(self, attempts: int) -> IntArray:
         rng, t, s = self.rng, self.t, self.s
-        if t == 1:
-            u = np.zeros(attempts, dtype=np.int64)
-        else:
-            u = rng.integers(0, t, size=attempts, dtype=np.int64)
-            u = u[bernoulli_exp_fraction(rng, u, t)]
+        # one draw on [0, 2t) gives both U (uniform on [0, t)) and an independent sign bit
+        w = rng.integers(0, 2 * t, size=attempts, dtype=np.int64)
+        if t > 1:
+            w = w[bernoulli_exp_fraction(rng, w >> 1, t)]
+        u, negative = w >> 1, (w & 1).astype(bool)
         v = geometric_exp1(rng, u.size)
         if v.size and int(v.max()) >= (1 << 62) // t - 1:
             raise OverflowError("geometric tail beyond int64 (probability below e^-1000)")
-        y = (u + t * v) // s
-        negative = rng.integers(0, 2, size=y.size, dtype=np.int8).astype(bool)
+        y = u + t * v
+        if s != 1:
+            y //= s
         keep = ~(negative & (y == 0))
-        signed: IntArray = np.where(negative, -y, y)[keep]
-        return signed
+        y[negative] *= -1
+        kept: IntArray = y[keep]
+        return kept
 
 
 class _GaussianDraw(_Draw):

@@ -63,7 +63,7 @@ GAUSSIAN_GRID_BITS = 24
 _MIN_GRID = -1074 + 1  # every n · 2**grid with |n| < 2**53 is then an exact double
 
 
-def _grid_below(scale: float, bits: int, name: str) -> int:
+def _grid_below(scale: object, bits: int, name: str) -> int:
     x = check_positive(scale, name)
     grid = math.frexp(x)[1] - 1 - bits  # floor(log2 x) - bits
     if grid < _MIN_GRID:
@@ -79,7 +79,7 @@ def laplace_grid(scale: Rational) -> int:
     >>> laplace_grid(1.0), laplace_grid(3.0)
     (-40, -39)
     """
-    return _grid_below(float(scale), LAPLACE_GRID_BITS, "scale")
+    return _grid_below(scale, LAPLACE_GRID_BITS, "scale")
 
 
 def gaussian_grid(sigma: Rational) -> int:
@@ -88,7 +88,7 @@ def gaussian_grid(sigma: Rational) -> int:
     >>> gaussian_grid(1.0)
     -24
     """
-    return _grid_below(float(sigma), GAUSSIAN_GRID_BITS, "sigma")
+    return _grid_below(sigma, GAUSSIAN_GRID_BITS, "sigma")
 
 
 def rounded_sensitivity(
@@ -139,11 +139,20 @@ def as_finite_array(values: object, name: str = "values") -> FloatArray:
 
 
 def round_to_grid(x: FloatArray, grid: int) -> FloatArray:
-    """Round each value to the nearest multiple of ``2**grid`` (ties to even), exactly."""
-    # values at or beyond 2**(grid + 53) are already multiples of 2**grid
-    small = np.abs(x) < math.ldexp(1.0, grid + 53)
+    """Round each value to the nearest multiple of ``2**grid`` (ties to even), exactly.
+
+    Scaling by a power of two is exact unless it overflows or falls to the subnormal range; values
+    whose scaled magnitude would overflow are already multiples of ``2**grid`` and are kept, and a
+    scaled value in the subnormal range rounds to zero either way.
+    """
+    limit = math.ldexp(1.0, grid + 53)  # at and beyond it, every double is a multiple of 2**grid
+    if grid >= -1022 and (x.size == 0 or float(np.max(np.abs(x))) < limit):
+        out: FloatArray = np.rint(x * math.ldexp(1.0, -grid)) * math.ldexp(1.0, grid)
+        return out
+    small = np.abs(x) < limit
     scaled = np.ldexp(np.where(small, x, 0.0), -grid)
-    return np.where(small, np.ldexp(np.rint(scaled), grid), x)
+    rounded: FloatArray = np.where(small, np.ldexp(np.rint(scaled), grid), x)
+    return rounded
 
 
 def _check_grid(grid: object) -> int:
@@ -158,7 +167,9 @@ def _check_grid(grid: object) -> int:
 def _add_on_grid(x: FloatArray, noise: npt.NDArray[np.int64], grid: int) -> FloatArray:
     # |noise| < 2**53 in practice (its tail is at ~60 scales ≈ 2**47), so ldexp is exact, and
     # the IEEE sum is the correctly rounded value of the exact grid point.
-    return round_to_grid(x, grid) + np.ldexp(noise.astype(np.float64), grid)
+    out = round_to_grid(x, grid)
+    out += np.ldexp(noise.astype(np.float64), grid)
+    return out
 
 
 def _shape_result(x: FloatArray, out: FloatArray) -> float | FloatArray:

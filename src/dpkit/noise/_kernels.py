@@ -17,6 +17,7 @@ import numpy.typing as npt
 __all__ = [
     "BLOCK",
     "INT_LIMIT",
+    "MIN_BLOCK",
     "bernoulli_exp1",
     "bernoulli_exp_fraction",
     "bernoulli_exp_rational",
@@ -27,7 +28,11 @@ IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
 BLOCK = 1 << 18
-"""Attempts per block: large enough to amortise NumPy's per-call cost, small enough for cache."""
+"""Most attempts per block: enough to amortise NumPy's per-call cost, few enough for the cache."""
+
+MIN_BLOCK = 1 << 13
+"""Fewest attempts per block: even a single sample is drawn from a block this large, so the time a
+release takes reflects the block, not how many attempts its own sample needed."""
 
 INT_LIMIT = 1 << 62
 """Bounds of uniform integer draws stay below this, so int64 arithmetic never overflows."""
@@ -38,6 +43,10 @@ INT_LIMIT = 1 << 62
 # continue the loop one step at a time from K = 17.
 _F16 = math.factorial(16)
 _THRESHOLDS = np.array([_F16 // math.factorial(k) for k in range(16, 0, -1)], dtype=np.int64)
+# Fast path: the parity of K is constant on most ranges of R of width 2**29; a table gives it for
+# those (value 0 or 1) and marks the few ranges holding a threshold (value 2), which go through
+# the exact search. The table only speeds things up: every R gets the same answer either way.
+_SHIFT = 29
 
 
 def _below(rng: np.random.Generator, high: int | IntArray, size: int) -> IntArray:
@@ -45,10 +54,21 @@ def _below(rng: np.random.Generator, high: int | IntArray, size: int) -> IntArra
     return rng.integers(0, high, size=size, dtype=np.int64)
 
 
-def bernoulli_exp1(rng: np.random.Generator, size: int) -> BoolArray:
-    """Exact Bernoulli(exp(-1)) samples."""
-    r = _below(rng, _F16, size)
-    # count of thresholds 16!/k! (k = 1..16) that exceed r, i.e. K - 1.
+def _parity_table() -> npt.NDArray[np.int8]:
+    buckets = (_F16 >> _SHIFT) + 1
+    lo = np.arange(buckets, dtype=np.int64) << _SHIFT
+    hi = np.minimum(lo + (1 << _SHIFT) - 1, _F16 - 1)
+    k_lo = _THRESHOLDS.size - np.searchsorted(_THRESHOLDS, lo, side="right")
+    k_hi = _THRESHOLDS.size - np.searchsorted(_THRESHOLDS, hi, side="right")
+    table = np.where(k_lo == k_hi, (k_lo + 1) & 1, 2).astype(np.int8)
+    table[0] = 2  # holds R = 0, the K > 16 tail
+    return table
+
+
+_PARITY = _parity_table()
+
+
+def _exp1_exact(rng: np.random.Generator, r: IntArray) -> BoolArray:
     k = 1 + (_THRESHOLDS.size - np.searchsorted(_THRESHOLDS, r, side="right"))
     out = (k & 1).astype(bool)
     tail = np.flatnonzero(r == 0)
@@ -57,28 +77,51 @@ def bernoulli_exp1(rng: np.random.Generator, size: int) -> BoolArray:
     return out
 
 
+def bernoulli_exp1(rng: np.random.Generator, size: int) -> BoolArray:
+    """Exact Bernoulli(exp(-1)) samples."""
+    r = _below(rng, _F16, size)
+    parity = _PARITY[r >> _SHIFT]
+    out: BoolArray = parity == 1
+    odd = np.flatnonzero(parity == 2)
+    if odd.size:
+        out[odd] = _exp1_exact(rng, r[odd])
+    return out
+
+
 def _loop_from(rng: np.random.Generator, num: IntArray, den: int | IntArray, k0: int) -> BoolArray:
     """Continue CKS Algorithm 1 for γ = num/den ∈ [0, 1] from counter K = k0.
 
-    Returns the Bernoulli outcome (K odd when the loop stops). ``den * K`` must stay below
-    :data:`INT_LIMIT`; when it would not, the draw of Bernoulli(num / (den K)) is split into a draw
-    on [0, K) and one on [0, den), which is the same event.
+    Returns the Bernoulli outcome (K odd when the loop stops). When ``den * K`` would reach
+    :data:`INT_LIMIT` the draw of Bernoulli(num / (den K)) is split into a draw on [0, K) and one on
+    [0, den), which is the same event.
     """
-    n = num.size
-    out = np.empty(n, dtype=bool)
-    idx = np.arange(n)
-    dens = np.broadcast_to(np.asarray(den, dtype=np.int64), (n,)).copy()
+    per_element = np.ndim(den) > 0
+    dens: int | IntArray = np.asarray(den, dtype=np.int64) if per_element else int(den)
     k = k0
+    accept = _step(rng, num, dens, k)
+    # K odd when the loop stops: stopping now (accept False) gives k's parity
+    out = ~accept if k & 1 else np.zeros(num.size, dtype=bool)
+    idx = np.flatnonzero(accept)
+    num = num[idx]
+    if per_element:
+        dens = dens[idx]  # type: ignore[index]
     while idx.size:
-        if int(dens.max()) * k < INT_LIMIT:
-            accept = _below(rng, dens * k, idx.size) < num
-        else:
-            accept = (_below(rng, k, idx.size) == 0) & (_below(rng, dens, idx.size) < num)
-        stop = ~accept
-        out[idx[stop]] = bool(k & 1)
-        idx, num, dens = idx[accept], num[accept], dens[accept]
         k += 1
+        accept = _step(rng, num, dens, k)
+        out[idx] = ~accept if k & 1 else False
+        idx, num = idx[accept], num[accept]
+        if per_element:
+            dens = dens[accept]  # type: ignore[index]
     return out
+
+
+def _step(rng: np.random.Generator, num: IntArray, dens: int | IntArray, k: int) -> BoolArray:
+    """Bernoulli(num / (dens · k)), exactly."""
+    if int(np.max(dens)) * k >= INT_LIMIT:
+        split: BoolArray = (_below(rng, k, num.size) == 0) & (_below(rng, dens, num.size) < num)
+        return split
+    direct: BoolArray = _below(rng, dens * k, num.size) < num
+    return direct
 
 
 def bernoulli_exp_fraction(
@@ -95,7 +138,7 @@ def bernoulli_exp_fraction(
         return _loop_from(rng, num, den, 1)
     den_arr = np.asarray(den, dtype=np.int64)
     r = _below(rng, 2 * den_arr * den_arr, n)
-    out = r >= 2 * den_arr * num  # K = 1: accept
+    out: BoolArray = r >= 2 * den_arr * num  # K = 1: accept
     more = np.flatnonzero(r < num * num)  # K >= 3: keep looping
     if more.size:
         den_more = den_arr if den_arr.ndim == 0 else den_arr[more]
@@ -126,10 +169,10 @@ def bernoulli_exp_rational(rng: np.random.Generator, num: IntArray, den: int) ->
 
 def geometric_exp1(rng: np.random.Generator, size: int) -> IntArray:
     """Number of successes of Bernoulli(exp(-1)) before the first failure: P(V >= v) = exp(-v)."""
-    v = np.zeros(size, dtype=np.int64)
-    idx = np.arange(size)
+    first = bernoulli_exp1(rng, size)
+    v = first.astype(np.int64)
+    idx = np.flatnonzero(first)
     while idx.size:
-        ok = bernoulli_exp1(rng, idx.size)
-        idx = idx[ok]
+        idx = idx[bernoulli_exp1(rng, idx.size)]
         v[idx] += 1
     return v
