@@ -175,4 +175,4 @@ def test_bad_grid() -> None:
     with pytest.raises(PrivacyParameterError, match="grid"):
         laplace(1.0, 1.0, grid=-5000, rng=0)
     with pytest.raises(PrivacyParameterError, match="too small"):
-        laplace(1.0, 1e-310, rng=0)
+        laplace(1.0, 1e-320, rng=0)
