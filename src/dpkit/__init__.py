@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from dpkit import errors, random
+from dpkit import errors, noise, random
 from dpkit.errors import BudgetExceededError, DataError, DPKitError, PrivacyParameterError
 
 __version__ = "0.1.0"
@@ -21,5 +21,6 @@ __all__ = [
     "PrivacyParameterError",
     "__version__",
     "errors",
+    "noise",
     "random",
 ]

@@ -1,0 +1,102 @@
+"""Samples per second: dpkit's exact noise against NumPy (insecure limit) and OpenDP.
+
+Run with ``make bench`` (or ``.venv-bench/bin/python benchmarks/noise.py``). Everything runs in one
+process on the same machine; the ratios matter, not the absolute figures.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _timing import best_of, table
+from dpkit import noise
+from dpkit.random import secure_generator
+
+N = 10_000_000  # dpkit and NumPy
+N_PEER = 50_000  # OpenDP is slow enough that fewer samples give a stable rate
+
+
+def rate(fn, n: int) -> float:  # type: ignore[no-untyped-def]
+    return n / best_of(fn) / 1e6
+
+
+def main() -> None:
+    rng = secure_generator()
+    zeros = np.zeros(N)
+    numpy_rate = rate(lambda: np.random.default_rng(0).laplace(0.0, 1.0, N), N)
+    rows: list[tuple[str, float]] = [("numpy rng.laplace (float, NOT safe) — limit", numpy_rate)]
+    for scale in (1, 10, 1000, 2**40):
+        rows.append(
+            (
+                f"dpkit discrete_laplace scale={scale:g}",
+                rate(lambda s=scale: noise.discrete_laplace(s, N, rng=rng), N),
+            )
+        )
+    for sigma in (1, 10, 1000):
+        rows.append(
+            (
+                f"dpkit discrete_gaussian sigma={sigma:g}",
+                rate(lambda s=sigma: noise.discrete_gaussian(s, N, rng=rng), N),
+            )
+        )
+    for scale in (1.0, 1000.0):
+        rows.append(
+            (
+                f"dpkit float-safe laplace scale={scale:g}",
+                rate(lambda s=scale: noise.laplace(zeros, s, rng=rng), N),
+            )
+        )
+    rows.append(
+        ("dpkit float-safe gaussian sigma=1", rate(lambda: noise.gaussian(zeros, 1.0, rng=rng), N))
+    )
+
+    peers = _opendp_rows()
+    rows += peers
+    by_name = dict(rows)
+    print(f"Noise samples per second (millions), {N:,} samples per call, best of 3\n")
+    out = [(name, f"{r:9.3f}", f"{r / numpy_rate:6.3f}") for name, r in rows]
+    print(table(out, ("sampler", "M/s", "x numpy")))
+    if peers:
+        print("\nAgainst OpenDP (same kind of noise):")
+        pairs = [
+            ("dpkit float-safe laplace scale=1", "opendp laplace float scale=1"),
+            ("dpkit discrete_laplace scale=10", "opendp discrete laplace scale=10"),
+            ("dpkit discrete_gaussian sigma=10", "opendp discrete gaussian sigma=10"),
+        ]
+        print(
+            table(
+                [(a, b, f"{by_name[a] / by_name[b]:8.1f}x") for a, b in pairs],
+                ("dpkit", "opendp", "speed-up"),
+            )
+        )
+    safe = by_name["dpkit float-safe laplace scale=1"]
+    print(f"\nfloat-safe laplace / numpy laplace = {safe / numpy_rate:.2f} (target >= 0.20)")
+
+
+def _opendp_rows() -> list[tuple[str, float]]:
+    try:
+        import opendp.prelude as odp
+    except ImportError:
+        print("opendp not installed: peer rows skipped (make bench installs it)")
+        return []
+    odp.enable_features("contrib")
+    vec_f = odp.vector_domain(odp.atom_domain(T=float, nan=False))
+    vec_i = odp.vector_domain(odp.atom_domain(T=int))
+    lap_f = odp.m.make_laplace(vec_f, odp.l1_distance(T=float), scale=1.0)
+    lap_i = odp.m.make_laplace(vec_i, odp.l1_distance(T=int), scale=10.0)
+    gau_i = odp.m.make_gaussian(vec_i, odp.l2_distance(T=int), scale=10.0)
+    xf, xi = [0.0] * N_PEER, [0] * N_PEER
+    return [
+        ("opendp laplace float scale=1", rate(lambda: lap_f(xf), N_PEER)),
+        ("opendp discrete laplace scale=10", rate(lambda: lap_i(xi), N_PEER)),
+        ("opendp discrete gaussian sigma=10", rate(lambda: gau_i(xi), N_PEER)),
+    ]
+
+
+if __name__ == "__main__":
+    main()
