@@ -1,0 +1,129 @@
+"""Plumbing shared by the statistics: checks, charging, releasing parts, error models."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from dpkit._checks import check_delta, check_epsilon
+from dpkit.errors import PrivacyParameterError
+from dpkit.random import RNGLike
+from dpkit.stats._data import FloatArray
+from dpkit.stats._fixed import VALUE_BITS, exact_int_sum
+from dpkit.stats._noisy import Part, Plan, plan
+from dpkit.stats._release import Release, SimulatedNoise, simulate_parts
+
+__all__ = [
+    "UNIT",
+    "SupportsCharge",
+    "charge",
+    "check_privacy",
+    "gradient_weights",
+    "int_range",
+    "normalise",
+    "range_part",
+    "release_parts",
+    "scaled_total",
+]
+
+UNIT = math.ldexp(1.0, VALUE_BITS)
+"""Normalised per-record values in [-1, 1] are stored as integers ``rint(u · 2**36)``."""
+
+
+class SupportsCharge(Protocol):
+    """Anything with ``charge(event, label=...)`` that raises when the budget would be exceeded."""
+
+    def charge(self, event: Any, *, label: str | None = None) -> Any: ...
+
+
+def check_privacy(epsilon: object, delta: object) -> tuple[float, float]:
+    return check_epsilon(epsilon), check_delta(delta)
+
+
+def charge(accountant: SupportsCharge | None, event: object, label: str) -> None:
+    """Charge before anything is released; a refusal propagates and nothing is released."""
+    if accountant is None:
+        return
+    if not hasattr(accountant, "charge"):
+        raise PrivacyParameterError(
+            f"accountant must have a charge(event, label=...) method (e.g. dpkit.accounting."
+            f"Accountant), got {type(accountant).__name__}."
+        )
+    accountant.charge(event, label=label)
+
+
+def normalise(x: FloatArray, bounds: tuple[float, float]) -> tuple[FloatArray, float, float]:
+    """Clamp to the bounds and map to about [-1, 1]: ``u = (clip(x) − m) · (1/h)``.
+
+    Returns ``(u, u_lo, u_hi)``: the images of the bounds under the same float operations. Each
+    operation is monotone, so every ``u`` lies in ``[u_lo, u_hi]`` (which may exceed [-1, 1] by
+    an ulp).
+    """
+    lo, hi = bounds
+    m = lo / 2 + hi / 2
+    inv = 2.0 / (hi - lo) if math.isfinite(hi - lo) else 1.0 / (hi / 2 - lo / 2)
+    u = (np.clip(x, lo, hi) - m) * inv
+    return u, (lo - m) * inv, (hi - m) * inv
+
+
+def int_range(lo: float, hi: float) -> tuple[int, int]:
+    """Integer images ``rint(v · 2**36)`` of a per-record value range (monotone map)."""
+    return int(np.rint(lo * UNIT)), int(np.rint(hi * UNIT))
+
+
+def scaled_total(v: FloatArray) -> int:
+    """Exact ``Σ rint(v · 2**36)`` for per-record values ``|v| ≤ 1 + 2**-40``."""
+    return exact_int_sum(np.rint(v * UNIT))
+
+
+def range_part(name: str, lo: int, hi: int, replace: bool, weight: float) -> Part:
+    """A sum of per-record integers in [lo, hi] (units 2**-36): its sensitivity per relation."""
+    sens = hi - lo if replace else max(abs(lo), abs(hi))
+    return Part(name, -VALUE_BITS, sens, weight)
+
+
+def gradient_weights(f: Callable[..., Any], reference: Sequence[float]) -> list[float]:
+    """``|∂f/∂t_j|`` at the reference point by central differences (for the budget split)."""
+    out = []
+    for j in range(len(reference)):
+        step = 1e-6
+        up = list(reference)
+        dn = list(reference)
+        up[j] += step
+        dn[j] -= step
+        g = abs(float(f(*up)) - float(f(*dn))) / (2 * step)
+        out.append(max(g, 1e-3))  # a part never gets (almost) no budget
+    return out
+
+
+def release_parts(
+    parts: Sequence[Part],
+    totals: Sequence[int],
+    estimator: Callable[..., Any],
+    *,
+    epsilon: float,
+    delta: float,
+    accountant: SupportsCharge | None,
+    rng: RNGLike,
+    statistic: str,
+    sampling_sd: Callable[[Any], Any] | None = None,
+) -> tuple[Release, Plan, tuple[float, ...]]:
+    """Plan, charge, add noise, estimate, and attach simulated error bars."""
+    pl = plan(parts, epsilon=epsilon, delta=delta)
+    charge(accountant, pl.event, statistic)
+    noisy = pl.draw(totals, rng)
+    value = estimator(*noisy)
+    sims = simulate_parts(pl.parts)
+    with np.errstate(all="ignore"):
+        errors = estimator(*[v + s for v, s in zip(noisy, sims, strict=True)]) - value
+    sd = sampling_sd(value) if sampling_sd is not None else None
+    rel = Release(_plain(value), pl.event, statistic, SimulatedNoise(errors, sd))
+    return rel, pl, noisy
+
+
+def _plain(value: Any) -> Any:
+    arr = np.asarray(value, dtype=np.float64)
+    return float(arr) if arr.ndim == 0 else arr

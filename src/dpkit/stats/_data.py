@@ -1,0 +1,107 @@
+"""Checking the data and the bounds a statistic is given, before anything is computed."""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+import numpy.typing as npt
+
+from dpkit.errors import DataError
+
+__all__ = ["FloatArray", "as_matrix", "as_vector", "check_bounds", "check_n", "records"]
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def _as_float_array(x: object, name: str) -> FloatArray:
+    if x is None:
+        raise DataError(f"{name} is None; pass a 1-d array of numbers.")
+    if isinstance(x, np.ndarray) and x.dtype == np.float64:
+        return x
+    arr = np.asarray(x)
+    if arr.dtype == object or arr.dtype.kind not in "biuf":
+        raise DataError(
+            f"{name} must be numeric (got dtype {arr.dtype}); remove None or non-numbers first."
+        )
+    return arr.astype(np.float64)
+
+
+def as_vector(x: object, name: str = "x") -> FloatArray:
+    """A non-empty 1-d float64 array (finiteness is checked while aggregating, in one pass)."""
+    arr = _as_float_array(x, name)
+    if arr.ndim != 1:
+        raise DataError(
+            f"{name} must be 1-d, got shape {arr.shape}; pass one column at a time (or use "
+            "cov/corr/histogram for several columns)."
+        )
+    if arr.size == 0:
+        raise DataError(f"{name} is empty; a private statistic needs at least one record.")
+    return arr
+
+
+def as_matrix(x: object, name: str = "x") -> FloatArray:
+    """A non-empty 2-d float64 array of shape (records, columns); a 1-d array is one column."""
+    arr = _as_float_array(x, name)
+    if arr.ndim == 1:
+        arr = arr[:, None]
+    if arr.ndim != 2:
+        raise DataError(f"{name} must be 1-d or 2-d (records × columns), got shape {arr.shape}.")
+    if arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise DataError(f"{name} is empty (shape {arr.shape}); pass at least one record.")
+    if not np.all(np.isfinite(arr)):
+        raise DataError(
+            f"{name} contains NaN or infinite values; remove or impute them before releasing."
+        )
+    return arr
+
+
+def check_bounds(bounds: object, name: str = "bounds") -> tuple[float, float]:
+    """A finite pair ``(lower, upper)`` with ``lower < upper``, given by the user.
+
+    dpkit never reads bounds from the data (that leaks the extremes); users with no bounds can
+    estimate them privately with :func:`dpkit.stats.bounds`.
+    """
+    if bounds is None:
+        raise DataError(
+            f"{name} are required: give (lower, upper) from domain knowledge, or estimate them "
+            "privately with dpkit.stats.bounds(x, epsilon=...); dpkit never reads them from data."
+        )
+    try:
+        pair: tuple[object, ...] = tuple(bounds)  # type: ignore[call-overload, arg-type, unused-ignore]
+        if len(pair) != 2:
+            raise ValueError
+    except (TypeError, ValueError):
+        raise DataError(f"{name} must be a pair (lower, upper), got {bounds!r}.") from None
+    out: list[float] = []
+    for v in pair:
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            raise DataError(f"{name} must be two real numbers, got {bounds!r}.")
+        f = float(v)
+        if not math.isfinite(f):
+            raise DataError(f"{name} must be finite, got {bounds!r}.")
+        if f != 0 and not 2.0**-500 < abs(f) < 2.0**500:
+            raise DataError(f"{name} {bounds!r} are out of the supported range (2^-500, 2^500).")
+        out.append(f)
+    if not out[0] < out[1]:
+        raise DataError(
+            f"{name} must satisfy lower < upper, got {bounds!r}"
+            + (" (reversed? swap them)." if out[0] > out[1] else ".")
+        )
+    return out[0], out[1]
+
+
+def check_n(n: object) -> int | None:
+    """A public record count given by the user (``None`` when unknown)."""
+    if n is None:
+        return None
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral | np.integer) or int(n) < 1:
+        raise DataError(f"n must be a positive int (the public number of records), got {n!r}.")
+    return int(n)
+
+
+def records(x: object, name: str = "x") -> int:
+    """The number of records (rows) of a 1-d or 2-d array of finite numbers."""
+    arr = as_matrix(x, name)
+    return int(arr.shape[0])

@@ -1,0 +1,121 @@
+"""count, sum, mean, var, std: sensitivities, unbiasedness, interval coverage."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import dpkit.stats as st
+from dpkit.accounting import Neighbouring
+from dpkit.stats._fixed import power_exponent
+
+AR, RE = Neighbouring.ADD_REMOVE, Neighbouring.REPLACE
+
+
+def _sens(release: st.Release) -> list[int]:
+    ev = release.event
+    events = getattr(ev, "events", (ev,))
+    return [int(e.sensitivity) for e in events]
+
+
+def test_sum_sensitivity_both_relations() -> None:
+    x = np.linspace(-2, 5, 100)
+    k = power_exponent((-2.0, 5.0))
+    add = st.sum(x, bounds=(-2, 5), epsilon=1.0, rng=0)
+    rep = st.sum(x, bounds=(-2, 5), epsilon=1.0, rng=0, neighbouring=RE)
+    # the rounded output grid may divide the fixed-point sensitivity by a power of two
+    ratio = rep.event.sensitivity / add.event.sensitivity  # type: ignore[attr-defined]
+    assert ratio == pytest.approx(7 / 5, rel=1e-9)  # (U − L) vs max(|L|, |U|)
+    assert add.event.sensitivity * 2.0 ** (k - 0) >= 5 * 2.0**k * 2.0**-20  # type: ignore[attr-defined]
+
+
+def test_count_sensitivity_both_relations(recorder: object) -> None:
+    x = np.ones(50)
+    r = st.count(x, epsilon=1.0, rng=0)
+    assert r.event.sensitivity == 1  # type: ignore[attr-defined]
+    exact = st.count(x, epsilon=1.0, rng=0, neighbouring=RE, accountant=recorder)  # type: ignore[arg-type]
+    assert exact.value == 50.0  # the size is public under replace-one
+    assert recorder.ledger == []  # type: ignore[attr-defined]
+
+
+def test_mean_sensitivity_is_half_range_add_remove_and_range_replace() -> None:
+    x = np.linspace(10, 20, 100)
+    a = st.mean(x, bounds=(10, 20), epsilon=1.0, n=100, rng=0)
+    r = st.mean(x, bounds=(10, 20), epsilon=1.0, n=100, rng=0, neighbouring=RE)
+    naive = st.sum(x, bounds=(10, 20), epsilon=1.0, rng=0)
+    sa, sr, sn = (_sens(v)[0] for v in (a, r, naive))
+    assert sr == pytest.approx(2 * sa, rel=1e-9)  # (U−L) vs (U−L)/2
+    assert sn == pytest.approx(4 * sa, rel=1e-9)  # max(|L|,|U|) = 20 vs (U−L)/2 = 5
+
+
+def test_mean_known_n_unbiased_and_ci_covers() -> None:
+    g = np.random.default_rng(5)
+    x = g.uniform(0, 10, 500)
+    truth = float(np.clip(x, 0, 10).mean())
+    runs = 1000
+    vals = np.empty(runs)
+    hits = 0
+    for i in range(runs):
+        m = st.mean(x, bounds=(0, 10), epsilon=0.5, n=500, rng=i)
+        vals[i] = m.value
+        lo, hi = m.ci(0.05)
+        hits += lo <= truth <= hi
+    sd = math.sqrt(2) * 5 / (500 * 0.5)  # Laplace scale (U−L)/2/(nε)
+    assert abs(vals.mean() - truth) < 4 * sd / math.sqrt(runs)  # 4 sd: p < 1e-4
+    # misses ~ Binomial(1000, 0.05): mean 50, sd 6.9; ±4 sd
+    assert 22 <= runs - hits <= 78
+
+
+def test_mean_unknown_n_ci_covers_and_split() -> None:
+    x = np.random.default_rng(6).uniform(20, 30, 300)
+    truth = float(x.mean())
+    hits = sum(
+        lo <= truth <= hi
+        for lo, hi in (st.mean(x, bounds=(0, 40), epsilon=0.3, rng=i).ci(0.1) for i in range(300))
+    )
+    # 90% interval, misses ~ Binomial(300, 0.1): mean 30, sd 5.2; ±4 sd (bootstrap approximate)
+    assert 9 <= 300 - hits <= 51
+
+
+def test_var_known_n_unbiased() -> None:
+    x = np.random.default_rng(7).uniform(-1, 1, 2000)
+    truth = float(x.var())
+    runs = 800
+    vals = np.array(
+        [st.var(x, bounds=(-1, 1), epsilon=1.0, n=2000, rng=i).value for i in range(runs)]
+    )
+    se = vals.std() / math.sqrt(runs)
+    assert abs(vals.mean() - truth) < 4 * se  # p < 1e-4 under unbiasedness
+    assert vals.min() > 0  # truncation at 0 never happened, so the mean above is the raw one
+
+
+def test_std_and_var_agree_and_ci() -> None:
+    x = np.random.default_rng(8).normal(0, 1, 5000)
+    v = st.var(x, bounds=(-4, 4), epsilon=1.0, rng=3)
+    s = st.std(x, bounds=(-4, 4), epsilon=1.0, rng=3)
+    assert s.value == pytest.approx(math.sqrt(v.value))
+    lo, hi = s.ci(0.05)
+    assert lo < s.value < hi
+    slo, shi = s.ci(0.05, include_sampling=True)
+    assert slo < lo and shi > hi
+
+
+def test_gaussian_variants_run_and_are_accurate() -> None:
+    x = np.random.default_rng(9).uniform(0, 1, 20_000)
+    m = st.mean(x, bounds=(0, 1), epsilon=1.0, delta=1e-6, rng=0)
+    assert abs(m.value - x.mean()) < 0.01
+    c = st.count(x, epsilon=1.0, delta=1e-6, rng=0)
+    assert abs(c.value - 20_000) < 30
+
+
+def test_release_protocol() -> None:
+    m = st.mean([1.0, 2.0, 3.0], bounds=(0, 4), epsilon=1.0, n=3, rng=0)
+    assert float(m) == m.value
+    assert np.asarray(m).shape == ()
+    assert "mean=" in repr(m)
+    with pytest.raises(ValueError):
+        m.ci(1.5)
+    with pytest.raises(Exception, match="sampling"):
+        st.count([1.0], epsilon=1.0, rng=0).ci(0.05, include_sampling=True)
