@@ -1,0 +1,136 @@
+"""What every mechanism shares: value checks, charging an accountant, shapes."""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from dpkit.errors import DataError, PrivacyParameterError
+
+__all__ = [
+    "INT_LIMIT",
+    "FloatArray",
+    "IntArray",
+    "SupportsCharge",
+    "as_shape",
+    "charge",
+    "check_float_value",
+    "check_int_value",
+    "check_integer_parameter",
+]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+INT_LIMIT = 2**62
+"""Integer query values must lie strictly within ±INT_LIMIT, so adding noise cannot overflow."""
+
+
+class SupportsCharge(Protocol):
+    """Anything with ``charge(event, label=...)`` that raises when the budget would be exceeded."""
+
+    def charge(self, event: Any, *, label: str | None = None) -> Any: ...
+
+
+def charge(accountant: SupportsCharge | None, event: object, label: str | None) -> None:
+    """Charge ``event`` to ``accountant`` (if any) *before* anything is released.
+
+    The accountant raises :class:`~dpkit.errors.BudgetExceededError` when the charge would
+    overspend; the exception propagates and the caller releases nothing.
+    """
+    if accountant is None:
+        return
+    if not hasattr(accountant, "charge"):
+        raise PrivacyParameterError(
+            f"accountant must have a charge(event, label=...) method (e.g. dpkit.accounting."
+            f"Accountant), got {type(accountant).__name__}."
+        )
+    accountant.charge(event, label=label)
+
+
+def as_shape(shape: object) -> tuple[int, ...]:
+    """Normalise a ``shape=`` parameter: ``()`` for scalars, an int or a tuple of ints."""
+    items = shape if isinstance(shape, tuple | list) else (shape,)
+    out: list[int] = []
+    for item in items:
+        if isinstance(item, bool) or not isinstance(item, numbers.Integral | np.integer):
+            raise PrivacyParameterError(
+                f"shape must be () for scalars, an int or a tuple of ints, got {shape!r}."
+            )
+        if int(item) < 1:
+            raise PrivacyParameterError(f"shape entries must be positive, got {shape!r}.")
+        out.append(int(item))
+    return tuple(out)
+
+
+def check_integer_parameter(value: object, name: str, *, minimum: int = 1) -> int:
+    """An integer parameter (a sensitivity of an integer query, a count of categories…)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral | np.integer):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        else:
+            raise PrivacyParameterError(f"{name} must be an int, got {value!r}.")
+    v = int(value)
+    if v < minimum:
+        raise PrivacyParameterError(f"{name} must be at least {minimum}, got {v}.")
+    return v
+
+
+def _shape_error(got: tuple[int, ...], want: tuple[int, ...]) -> DataError:
+    if want == ():
+        hint = f"this mechanism releases scalars; build it with shape={got!r} to release arrays"
+    else:
+        hint = f"build a mechanism with shape={got!r} for such values"
+    return DataError(f"value has shape {got!r} but the mechanism expects {want!r}; {hint}.")
+
+
+def check_float_value(value: object, shape: tuple[int, ...]) -> FloatArray:
+    """A finite float array of exactly ``shape`` (``()`` accepts a Python or NumPy scalar)."""
+    if value is None:
+        raise DataError("value is None; pass a number or an array of numbers.")
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise DataError(f"value must be numeric: {exc}") from None
+    if arr.shape != shape:
+        raise _shape_error(arr.shape, shape)
+    if not np.all(np.isfinite(arr)):
+        raise DataError(
+            "value contains NaN or infinite values; clean or clamp the data before releasing."
+        )
+    return arr
+
+
+def check_int_value(value: object, shape: tuple[int, ...]) -> IntArray:
+    """An int64 array of exactly ``shape``; floats are accepted only when integral."""
+    if value is None:
+        raise DataError("value is None; pass an integer or an array of integers.")
+    try:
+        raw = np.asarray(value)
+    except (TypeError, ValueError) as exc:  # pragma: no cover - numpy rarely refuses
+        raise DataError(f"value must be integer: {exc}") from None
+    if raw.shape != shape:
+        raise _shape_error(raw.shape, shape)
+    if raw.dtype.kind == "O":
+        if any(v is None for v in raw.flat):
+            raise DataError("value contains None; pass integers only.")
+        try:
+            raw = np.asarray(raw.tolist(), dtype=np.float64)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise DataError(f"value must be integer: {exc}") from None
+    if raw.dtype.kind not in "iubf":
+        raise DataError(f"value must be integer, got dtype {raw.dtype}.")
+    if raw.dtype.kind == "f":
+        if not np.all(np.isfinite(raw)):
+            raise DataError("value contains NaN or infinite values; integer queries need integers.")
+        if not np.all(raw == np.rint(raw)):
+            raise DataError(
+                "value must hold integers (this mechanism is for counts and other integer "
+                "queries); use Laplace or Gaussian for real-valued queries."
+            )
+    if np.any(raw >= INT_LIMIT) or np.any(raw <= -INT_LIMIT):
+        raise DataError("value has integers beyond ±2^62; the noisy sum could overflow int64.")
+    return raw.astype(np.int64)
