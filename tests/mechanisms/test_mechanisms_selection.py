@@ -10,6 +10,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from dpkit.errors import DataError
@@ -269,3 +271,29 @@ def test_exact_coin_of_permute_and_flip(whole: int, num: int) -> None:
     part = _ONE * num // 4  # γ = whole + num/4
     hits = sum(_accept(gen, whole, part) for _ in range(40_000))
     assert stats.binomtest(hits, 40_000, math.exp(-(whole + num / 4))).pvalue > P_MIN
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    pts=st.lists(st.floats(-2.0, 2.0, allow_nan=False), max_size=12),
+    grid=st.integers(-6, -1),
+    atoms=st.booleans(),
+)
+def test_interval_cells_partition_the_grid(pts: list[float], grid: int, atoms: bool) -> None:
+    """Property: the cells tile every grid point of [lo, hi] exactly once, with the right counts."""
+    from dpkit.mechanisms._interval import cells_for
+
+    lo, hi = -1.0, 1.0
+    x = np.array(pts, dtype=np.float64)
+    scores: object = _median_score if atoms else np.zeros(x.size + 1)
+    start, count, _ = cells_for(x, scores, (lo, hi), grid).flat()
+    ys = np.arange(math.ceil(lo / 2.0**grid), math.floor(hi / 2.0**grid) + 1)
+    covered = np.concatenate([np.arange(s, s + c) for s, c in zip(start, count, strict=True)])
+    assert np.array_equal(np.sort(covered), ys)
+    if atoms:  # every cell's score is the brute-force one at each of its grid points
+        k = np.sort(np.rint(np.clip(x, lo, hi) / 2.0**grid))
+        for s, c, u in zip(
+            start, count, cells_for(x, scores, (lo, hi), grid).flat()[2], strict=True
+        ):
+            for y in range(s, s + c):
+                assert u == _median_score(np.array((k < y).sum()), np.array((k > y).sum()))
