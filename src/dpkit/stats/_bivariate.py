@@ -14,8 +14,8 @@ Two methods for the correlation:
   root-mean-square gradient over r ∈ {0, ±1/2, ±0.9})
   rather than evenly; with δ > 0 the sums are released jointly by one Gaussian mechanism on the
   whitened vector. It is the default because its error is lower across the range of r:
-  measured at n = 1000, ε = 1 over 200 runs, mean squared error 8.8e-5 vs 2.9e-4 (r ≈ 0), 1.2e-3 vs 1.9e-3
-  (r ≈ 0.7) and 1.4e-4 vs 1.8e-4 (seed 001's chocolate example, r ≈ −0.98).
+  measured at n = 1000, ε = 1 over 200 runs, mean squared error 8.8e-5 vs 2.9e-4 (r ≈ 0),
+  1.2e-3 vs 1.9e-3 (r ≈ 0.7) and 1.4e-4 vs 1.8e-4 (seed 001's chocolate example, r ≈ −0.98).
 """
 
 from __future__ import annotations
