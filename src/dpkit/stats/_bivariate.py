@@ -267,5 +267,6 @@ def corr(
         rng=rng,
         statistic="corr",
         sampling_sd=sampling,
+        limits=(-1.0, 1.0),
     )
     return rel

@@ -110,6 +110,7 @@ def release_parts(
     rng: RNGLike,
     statistic: str,
     sampling_sd: Callable[[Any], Any] | None = None,
+    limits: tuple[float, float] = (-math.inf, math.inf),
 ) -> tuple[Release, Plan, tuple[float, ...]]:
     """Plan, charge, add noise, estimate, and attach simulated error bars."""
     pl = plan(parts, epsilon=epsilon, delta=delta)
@@ -120,7 +121,7 @@ def release_parts(
     with np.errstate(all="ignore"):
         errors = estimator(*[v + s for v, s in zip(noisy, sims, strict=True)]) - value
     sd = sampling_sd(value) if sampling_sd is not None else None
-    rel = Release(_plain(value), pl.event, statistic, SimulatedNoise(errors, sd))
+    rel = Release(_plain(value), pl.event, statistic, SimulatedNoise(errors, sd, limits))
     return rel, pl, noisy
 
 

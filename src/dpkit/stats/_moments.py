@@ -230,6 +230,7 @@ def mean(
         rng=rng,
         statistic="mean",
         sampling_sd=lambda v: h / math.sqrt(max(float(data.size), 1.0)),
+        limits=(lo, hi),
     )
     return rel
 
@@ -310,6 +311,7 @@ def _variance(
         rng=rng,
         statistic=statistic,
         sampling_sd=sampling,
+        limits=(0.0, math.inf),
     )
     return rel
 

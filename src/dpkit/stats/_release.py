@@ -49,7 +49,7 @@ class LinearNoise:
         if include_sampling:
             err = err + _sampling_draws(self.sampling_sd, _DRAWS, gen)
         lo, hi = np.quantile(err, [alpha / 2, 1 - alpha / 2])
-        return value - hi, value - lo
+        return float(value - hi), float(value - lo)
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,7 @@ class SimulatedNoise:
 
     errors: Any  # (draws,) or (draws, k) array of simulated noise errors of the estimate
     sampling_sd: Any = None
+    limits: tuple[float, float] = (-np.inf, np.inf)  # the statistic's range (e.g. r ∈ [-1, 1])
 
     def interval(self, value: Any, alpha: float, include_sampling: bool) -> tuple[Any, Any]:
         err = self.errors
@@ -73,7 +74,8 @@ class SimulatedNoise:
         if ok.shape[0] == 0:
             raise DPKitError("the noise is too large for an interval around this estimate.")
         lo, hi = np.quantile(ok, [alpha / 2, 1 - alpha / 2], axis=0)
-        return value - hi, value - lo
+        a, b = self.limits
+        return _plain(np.clip(value - hi, a, b)), _plain(np.clip(value - lo, a, b))
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,11 @@ class NoInterval:
 
     def interval(self, value: Any, alpha: float, include_sampling: bool) -> tuple[Any, Any]:
         raise DPKitError(self.reason)
+
+
+def _plain(v: Any) -> Any:
+    arr = np.asarray(v, dtype=np.float64)
+    return float(arr) if arr.ndim == 0 else arr
 
 
 def simulate_parts(parts: Sequence[PartNoise], draws: int = _DRAWS) -> list[Any]:
