@@ -1,0 +1,365 @@
+"""Events: data-independent descriptions of one mechanism run, which accountants turn into ε.
+
+Each event records the noise and the sensitivity of one release (the sensitivity is already the one
+under the neighbouring relation the caller chose). Events are frozen, validated at construction and
+hold no data. Composition and subsampling are events too, so a whole training run is one value.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Iterable
+from dataclasses import KW_ONLY, dataclass, field
+
+from dpkit._checks import check_delta, check_epsilon, check_positive, check_probability
+from dpkit.accounting._guarantees import Neighbouring
+from dpkit.errors import PrivacyParameterError
+
+__all__ = [
+    "ApproxDPEvent",
+    "ComposedEvent",
+    "DiscreteGaussianEvent",
+    "DiscreteLaplaceEvent",
+    "Event",
+    "ExponentialEvent",
+    "GaussianEvent",
+    "LaplaceEvent",
+    "PermuteAndFlipEvent",
+    "PoissonSubsampledEvent",
+    "PureDPEvent",
+    "RandomizedResponseEvent",
+    "ReportNoisyMaxEvent",
+    "SelfComposedEvent",
+    "ZCDPEvent",
+]
+
+
+def _check_count(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < 1:
+        raise PrivacyParameterError(f"{name} must be a positive integer, got {value!r}.")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class Event:
+    """Base class of all privacy events.
+
+    Examples
+    --------
+    >>> from dpkit.accounting import LaplaceEvent, epsilon_of
+    >>> epsilon_of(LaplaceEvent(scale=2.0, sensitivity=1.0))
+    0.5
+    """
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaplaceEvent(Event):
+    """Laplace noise of scale b on a query of ℓ1 sensitivity Δ: ε = Δ/b (seed 003 §"Laplace").
+
+    Examples
+    --------
+    >>> LaplaceEvent(scale=2.0, sensitivity=1.0)
+    LaplaceEvent(scale=2.0, sensitivity=1.0)
+    """
+
+    scale: float
+    sensitivity: float = 1.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scale", check_positive(self.scale, "scale"))
+        object.__setattr__(self, "sensitivity", check_positive(self.sensitivity, "sensitivity"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class GaussianEvent(Event):
+    """Gaussian noise N(0, σ²) on a query of ℓ2 sensitivity Δ (seed 002 §"Gaussian mechanism").
+
+    Its exact (ε, δ) curve is that of Balle & Wang (2018); it is Δ²/(2σ²)-zCDP.
+
+    Examples
+    --------
+    >>> GaussianEvent(sigma=4.0).sensitivity
+    1.0
+    """
+
+    sigma: float
+    sensitivity: float = 1.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sigma", check_positive(self.sigma, "sigma"))
+        object.__setattr__(self, "sensitivity", check_positive(self.sensitivity, "sensitivity"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class DiscreteLaplaceEvent(Event):
+    """Discrete Laplace noise P(k) ∝ exp(-|k|/b) on an integer query of ℓ1 sensitivity Δ ∈ ℕ.
+
+    ε = Δ/b (Ghosh, Roughgarden & Sundararajan 2009; Canonne, Kamath & Steinke 2020).
+
+    Examples
+    --------
+    >>> DiscreteLaplaceEvent(scale=10, sensitivity=2).sensitivity
+    2
+    """
+
+    scale: float
+    sensitivity: int = 1
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scale", check_positive(self.scale, "scale"))
+        object.__setattr__(self, "sensitivity", _check_count(self.sensitivity, "sensitivity"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class DiscreteGaussianEvent(Event):
+    """Discrete Gaussian noise P(k) ∝ exp(-k²/2σ²) on an integer query of ℓ2 sensitivity Δ.
+
+    It is Δ²/(2σ²)-zCDP (Canonne, Kamath & Steinke 2020, Theorem 4). For a scalar query
+    (``dimension=1``) with integer Δ the PLD accountant uses its exact privacy loss distribution;
+    for a vector query give its ``dimension`` and the ℓ2 sensitivity, and the zCDP bound is used.
+
+    Examples
+    --------
+    >>> DiscreteGaussianEvent(sigma=3.0).sensitivity
+    1.0
+    """
+
+    sigma: float
+    sensitivity: float = 1.0
+    dimension: int = 1
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sigma", check_positive(self.sigma, "sigma"))
+        object.__setattr__(self, "sensitivity", check_positive(self.sensitivity, "sensitivity"))
+        object.__setattr__(self, "dimension", _check_count(self.dimension, "dimension"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class RandomizedResponseEvent(Event):
+    """k-ary randomized response: keep the true category with probability e^ε/(e^ε + k - 1).
+
+    Warner (1965); seed 000 §"Randomized response", seed 004 §"Randomized response". Pure ε-DP.
+
+    Examples
+    --------
+    >>> RandomizedResponseEvent(epsilon=1.0).categories
+    2
+    """
+
+    epsilon: float
+    categories: int = 2
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        k = _check_count(self.categories, "categories")
+        if k < 2:
+            raise PrivacyParameterError(f"categories must be at least 2, got {k}.")
+        object.__setattr__(self, "categories", k)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _PureEpsilon(Event):
+    epsilon: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExponentialEvent(_PureEpsilon):
+    """The exponential mechanism at privacy level ε (McSherry & Talwar 2007; seed 001, seed 000).
+
+    Pure ε-DP; it is also ε-bounded-range, hence ε²/8-zCDP (Durfee & Rogers 2019; Cesar & Rogers
+    2021, Lemma 3.2), which the zCDP and RDP accountants use.
+
+    Examples
+    --------
+    >>> ExponentialEvent(epsilon=0.5).epsilon
+    0.5
+    """
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReportNoisyMaxEvent(_PureEpsilon):
+    """Report-noisy-max at privacy level ε (Dwork & Roth 2014, §3.3): pure ε-DP.
+
+    Accounted as a generic pure ε-DP mechanism (ε²/2-zCDP), valid for any noise distribution.
+
+    Examples
+    --------
+    >>> ReportNoisyMaxEvent(epsilon=0.5).epsilon
+    0.5
+    """
+
+
+@dataclass(frozen=True, kw_only=True)
+class PermuteAndFlipEvent(_PureEpsilon):
+    """Permute-and-flip at privacy level ε (McKenna & Sheldon 2020): pure ε-DP.
+
+    Examples
+    --------
+    >>> PermuteAndFlipEvent(epsilon=0.5).epsilon
+    0.5
+    """
+
+
+@dataclass(frozen=True, kw_only=True)
+class PureDPEvent(_PureEpsilon):
+    """Any ε-DP mechanism; accounted through the worst case for ε-DP (binary randomized response,
+    Kairouz, Oh & Viswanath 2015).
+
+    Examples
+    --------
+    >>> PureDPEvent(epsilon=1.0)
+    PureDPEvent(epsilon=1.0)
+    """
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApproxDPEvent(Event):
+    """Any (ε, δ)-DP mechanism; accounted through its worst case (Kairouz, Oh & Viswanath 2015).
+
+    Examples
+    --------
+    >>> ApproxDPEvent(epsilon=1.0, delta=1e-6).delta
+    1e-06
+    """
+
+    epsilon: float
+    delta: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "delta", check_delta(self.delta))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ZCDPEvent(Event):
+    """Any ρ-zCDP mechanism (Bun & Steinke 2016).
+
+    Examples
+    --------
+    >>> ZCDPEvent(rho=0.1).rho
+    0.1
+    """
+
+    rho: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rho", check_positive(self.rho, "rho"))
+
+
+@dataclass(frozen=True)
+class PoissonSubsampledEvent(Event):
+    """Run ``event`` on a Poisson subsample: each unit is kept independently with probability q.
+
+    Under ``Neighbouring.ADD_REMOVE`` (default) the privacy is amplified as in Balle, Barthe &
+    Gaboardi (2018), Mironov, Talwar & Zhang (2019) and Zhu, Dong & Wang (2022): the subsampled
+    mechanism's pairs are ((1-q)M(D) + qM(D ∪ {x}), M(D)) and the reverse. Under
+    ``Neighbouring.REPLACE`` the inner event's sensitivity is the replace-one sensitivity and no
+    bound on how one unit moves the output *relative to leaving it out* is assumed, so the analysis
+    uses the pair ((1-q)ω + qM(D ∪ {x}), (1-q)ω + qM(D ∪ {x'})) with a common atom ω: δ shrinks by
+    the factor q but ε is not amplified. This is always valid; when each unit's contribution is
+    known to lie within Δ/2 of a centre (clipped gradients), account with ``ADD_REMOVE`` and the
+    add/remove sensitivity instead.
+
+    Examples
+    --------
+    >>> e = PoissonSubsampledEvent(GaussianEvent(sigma=4.0), sampling_rate=0.01)
+    >>> e.neighbouring
+    <Neighbouring.ADD_REMOVE: 'add_remove'>
+    """
+
+    event: Event
+    _: KW_ONLY
+    sampling_rate: float
+    neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.event, Event):
+            raise PrivacyParameterError(
+                "PoissonSubsampledEvent needs an Event to subsample, "
+                f"got {type(self.event).__name__}."
+            )
+        q = check_probability(self.sampling_rate, "sampling_rate")
+        object.__setattr__(self, "sampling_rate", q)
+        if not isinstance(self.neighbouring, Neighbouring):
+            raise PrivacyParameterError(
+                "neighbouring must be Neighbouring.ADD_REMOVE or Neighbouring.REPLACE, "
+                f"got {self.neighbouring!r}."
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ComposedEvent(Event):
+    """Sequential composition of several events (seed 001 §"Composition", seed 002).
+
+    Examples
+    --------
+    >>> ComposedEvent(events=[LaplaceEvent(scale=1.0), GaussianEvent(sigma=2.0)]).events[0]
+    LaplaceEvent(scale=1.0, sensitivity=1.0)
+    """
+
+    events: tuple[Event, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        events = self.events
+        if isinstance(events, Event) or not isinstance(events, Iterable):
+            raise PrivacyParameterError("events must be a sequence of Event objects.")
+        items = tuple(events)
+        if not items:
+            raise PrivacyParameterError("ComposedEvent needs at least one event.")
+        for item in items:
+            if not isinstance(item, Event):
+                raise PrivacyParameterError(
+                    f"every item of events must be an Event, got {type(item).__name__}."
+                )
+        object.__setattr__(self, "events", items)
+
+
+@dataclass(frozen=True)
+class SelfComposedEvent(Event):
+    """``count`` sequential runs of the same event (e.g. the steps of DP-SGD).
+
+    Examples
+    --------
+    >>> SelfComposedEvent(GaussianEvent(sigma=1.0), count=4).count
+    4
+    """
+
+    event: Event
+    _: KW_ONLY
+    count: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.event, Event):
+            raise PrivacyParameterError(
+                f"SelfComposedEvent needs an Event, got {type(self.event).__name__}."
+            )
+        object.__setattr__(self, "count", _check_count(self.count, "count"))
+
+
+def flatten(events: Event | Iterable[Event]) -> list[tuple[Event, int]]:
+    """Reduce events to (leaf event, multiplicity) pairs, merging equal leaves."""
+    counts: dict[Event, int] = {}
+
+    def walk(e: Event, k: int) -> None:
+        if isinstance(e, ComposedEvent):
+            for sub in e.events:
+                walk(sub, k)
+        elif isinstance(e, SelfComposedEvent):
+            walk(e.event, k * e.count)
+        else:
+            counts[e] = counts.get(e, 0) + k
+
+    if isinstance(events, Event):
+        walk(events, 1)
+    else:
+        items = list(events)
+        if not items:
+            raise PrivacyParameterError("no events given; pass at least one Event.")
+        for item in items:
+            if not isinstance(item, Event):
+                raise PrivacyParameterError(f"expected Event objects, got {type(item).__name__}.")
+            walk(item, 1)
+    return list(counts.items())

@@ -1,0 +1,292 @@
+"""Privacy guarantees (pure DP, approximate DP, zCDP), neighbouring relations and conversions.
+
+A guarantee is a frozen value describing what a mechanism (or a whole interaction) promises about
+any two neighbouring datasets. Conversions only ever go in the safe direction: the guarantee they
+return is implied by the one they start from.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+from scipy import optimize
+
+from dpkit._checks import check_delta, check_epsilon, check_positive
+from dpkit.errors import PrivacyParameterError
+
+__all__ = [
+    "ZCDP",
+    "ApproxDP",
+    "Guarantee",
+    "Neighbouring",
+    "PureDP",
+    "group_privacy",
+    "zcdp_delta",
+    "zcdp_epsilon",
+]
+
+
+class Neighbouring(enum.Enum):
+    """Which datasets count as neighbours.
+
+    ``ADD_REMOVE`` (the default everywhere): one dataset is the other with one privacy unit added
+    or removed ("unbounded" neighbours, seed 004 §"bounded vs unbounded"). ``REPLACE``: one unit's
+    data are replaced by other data ("bounded" neighbours); a replacement is a removal followed by
+    an addition, so sensitivities under ``REPLACE`` are up to twice those under ``ADD_REMOVE``.
+
+    Examples
+    --------
+    >>> Neighbouring.ADD_REMOVE.value
+    'add_remove'
+    """
+
+    ADD_REMOVE = "add_remove"
+    REPLACE = "replace"
+
+
+_G = TypeVar("_G", bound="Guarantee")
+
+
+def _unchecked(cls: type[_G], **fields: float) -> _G:
+    """Build a guarantee without validation: used for zero spends and exhausted remainders."""
+    obj = object.__new__(cls)
+    for key, value in fields.items():
+        object.__setattr__(obj, key, float(value))
+    return obj
+
+
+class Guarantee:
+    """Base class of :class:`PureDP`, :class:`ApproxDP` and :class:`ZCDP`."""
+
+    __slots__ = ()
+
+    def implies(self, other: Guarantee) -> bool:
+        """True when this guarantee is at least as strong as ``other`` (a sufficient check)."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, kw_only=True)
+class PureDP(Guarantee):
+    """Pure ε-differential privacy: P[M(D) ∈ S] ≤ e^ε P[M(D') ∈ S] for all neighbours D, D'.
+
+    Seed 000 §"Differential privacy", seed 003 §"Definition"; Dwork, McSherry, Nissim & Smith
+    (2006).
+
+    Parameters
+    ----------
+    epsilon : float
+        Finite, > 0.
+
+    Examples
+    --------
+    >>> PureDP(epsilon=1.0).to_zcdp()
+    ZCDP(rho=0.5)
+    >>> PureDP(epsilon=0.5).implies(ApproxDP(epsilon=1.0, delta=1e-6))
+    True
+    """
+
+    epsilon: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+
+    def to_zcdp(self) -> ZCDP:
+        """ε-DP implies (ε²/2)-zCDP (Bun & Steinke 2016, Proposition 1.4)."""
+        return ZCDP(rho=self.epsilon**2 / 2)
+
+    def to_approx(self, delta: float = 0.0) -> ApproxDP:
+        """ε-DP is (ε, δ)-DP for every δ ≥ 0."""
+        return ApproxDP(epsilon=self.epsilon, delta=check_delta(delta))
+
+    def implies(self, other: Guarantee) -> bool:
+        if isinstance(other, PureDP | ApproxDP):
+            return self.epsilon <= other.epsilon
+        if isinstance(other, ZCDP):
+            return self.epsilon**2 / 2 <= other.rho
+        raise TypeError(f"cannot compare a guarantee with {type(other).__name__}.")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApproxDP(Guarantee):
+    """Approximate (ε, δ)-differential privacy: P[M(D) ∈ S] ≤ e^ε P[M(D') ∈ S] + δ.
+
+    Seed 002 §"Approximate differential privacy"; Dwork, Kenthapadi, McSherry, Mironov & Naor
+    (2006).
+    Choose δ well below 1/n (seed 002, "Name & Shame").
+
+    Parameters
+    ----------
+    epsilon : float
+        Finite, > 0.
+    delta : float
+        In [0, 1).
+
+    Examples
+    --------
+    >>> ApproxDP(epsilon=1.0, delta=1e-6)
+    ApproxDP(epsilon=1.0, delta=1e-06)
+    >>> ApproxDP(epsilon=1.0, delta=1e-6).implies(ApproxDP(epsilon=2.0, delta=1e-5))
+    True
+    """
+
+    epsilon: float
+    delta: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "delta", check_delta(self.delta))
+
+    def implies(self, other: Guarantee) -> bool:
+        if isinstance(other, ApproxDP):
+            return self.epsilon <= other.epsilon and self.delta <= other.delta
+        if isinstance(other, PureDP):
+            return self.delta == 0 and self.epsilon <= other.epsilon
+        if isinstance(other, ZCDP):
+            return False
+        raise TypeError(f"cannot compare a guarantee with {type(other).__name__}.")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ZCDP(Guarantee):
+    """ρ-zero-concentrated differential privacy: D_α(M(D) ‖ M(D')) ≤ ρα for every α > 1.
+
+    Bun & Steinke (2016); the "better analysis" pointed to in seed 002 §"Composition".
+
+    Parameters
+    ----------
+    rho : float
+        Finite, > 0.
+
+    Examples
+    --------
+    >>> z = ZCDP(rho=0.5)
+    >>> round(z.to_approx(delta=1e-5).epsilon, 4)   # Canonne–Kamath–Steinke conversion
+    4.7284
+    >>> round(z.to_approx(delta=1e-5, method="bun_steinke").epsilon, 4)
+    5.2985
+    """
+
+    rho: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rho", check_positive(self.rho, "rho"))
+
+    def to_approx(self, delta: float, *, method: str = "cks") -> ApproxDP:
+        """Convert to (ε, δ)-DP.
+
+        ``method="cks"`` (default) is the conversion of Canonne, Kamath & Steinke (2020,
+        Corollary 13), never worse than ``"bun_steinke"``: ε = ρ + 2√(ρ log(1/δ)) (Bun & Steinke
+        2016, Proposition 1.3).
+        """
+        d = check_delta(delta, allow_zero=False)
+        return ApproxDP(epsilon=zcdp_epsilon(self.rho, d, method=method), delta=d)
+
+    def implies(self, other: Guarantee) -> bool:
+        if isinstance(other, ZCDP):
+            return self.rho <= other.rho
+        if isinstance(other, ApproxDP):
+            return other.delta > 0 and zcdp_epsilon(self.rho, other.delta) <= other.epsilon
+        if isinstance(other, PureDP):
+            return False
+        raise TypeError(f"cannot compare a guarantee with {type(other).__name__}.")
+
+
+def _rdp_to_epsilon(rdp: float, alpha: float, log_delta: float) -> float:
+    # Balle et al. (2020, Theorem 21) / Canonne–Kamath–Steinke (2020, Proposition 12):
+    # (α, ε_α)-RDP ⇒ (ε, δ)-DP with ε = ε_α + log(1 - 1/α) - (log δ + log α)/(α - 1).
+    return rdp + math.log1p(-1.0 / alpha) - (log_delta + math.log(alpha)) / (alpha - 1.0)
+
+
+def zcdp_epsilon(rho: float, delta: float, *, method: str = "cks") -> float:
+    """The ε for which ρ-zCDP implies (ε, δ)-DP.
+
+    ``"cks"``: ε = inf over α > 1 of αρ + log(1 - 1/α) - (log δ + log α)/(α - 1) (Canonne, Kamath &
+    Steinke 2020, Corollary 13); every α gives a valid bound, so a numerical minimiser can only err
+    on the safe side. ``"bun_steinke"``: ρ + 2√(ρ log(1/δ)).
+
+    Examples
+    --------
+    >>> round(zcdp_epsilon(0.1, 1e-6), 4)
+    2.1419
+    """
+    if method not in ("cks", "bun_steinke"):
+        raise PrivacyParameterError(f"method must be 'cks' or 'bun_steinke', got {method!r}.")
+    if delta <= 0:
+        return math.inf
+    log_delta = math.log(delta)
+    bs = rho + 2.0 * math.sqrt(rho * -log_delta)
+    if method == "bun_steinke":
+        return bs
+
+    def objective(t: float) -> float:
+        alpha = 1.0 + math.exp(t)
+        return _rdp_to_epsilon(alpha * rho, alpha, log_delta)
+
+    # The optimum α is about 1 + sqrt(log(1/δ)/ρ); search log(α - 1) around it.
+    guess = math.log(math.sqrt(-log_delta / rho) + 1e-12)
+    res = optimize.minimize_scalar(
+        objective, bounds=(guess - 20.0, guess + 20.0), method="bounded", options={"xatol": 1e-10}
+    )
+    best = min(objective(float(res.x)), objective(guess), bs)
+    return max(best, 0.0)
+
+
+def zcdp_delta(rho: float, epsilon: float) -> float:
+    """The δ for which ρ-zCDP implies (ε, δ)-DP (Canonne, Kamath & Steinke 2020, Corollary 13).
+
+    δ = inf over α > 1 of exp((α - 1)(αρ - ε)) (1 - 1/α)^α / (α - 1).
+
+    Examples
+    --------
+    >>> zcdp_delta(0.5, 4.7284) <= 1e-5
+    True
+    """
+
+    def log_delta(t: float) -> float:
+        alpha = 1.0 + math.exp(t)
+        return (alpha - 1.0) * (alpha * rho - epsilon + math.log1p(-1.0 / alpha)) - math.log(alpha)
+
+    guess = math.log(max((epsilon + rho) / (2 * rho), 1e-6))
+    res = optimize.minimize_scalar(
+        log_delta, bounds=(guess - 20.0, guess + 20.0), method="bounded", options={"xatol": 1e-10}
+    )
+    best = min(log_delta(float(res.x)), log_delta(guess))
+    return float(min(1.0, np.exp(best)))
+
+
+def group_privacy(guarantee: Any, k: int) -> Guarantee:
+    """The guarantee for groups of ``k`` privacy units, from the guarantee for one unit.
+
+    Seed 004 §"Group privacy"; Dwork & Roth (2014, Theorem 2.2) and Vadhan (2017, Lemma 2.2): ε-DP
+    ⇒ kε-DP; (ε, δ)-DP ⇒ (kε, k e^{(k-1)ε} δ)-DP; Bun & Steinke (2016, Proposition 1.9): ρ-zCDP ⇒
+    k²ρ-zCDP.
+
+    Examples
+    --------
+    >>> group_privacy(PureDP(epsilon=0.5), 3)
+    PureDP(epsilon=1.5)
+    >>> group_privacy(ZCDP(rho=0.1), 2).rho
+    0.4
+    """
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+        raise PrivacyParameterError(f"group size k must be a positive integer, got {k!r}.")
+    k = int(k)
+    if isinstance(guarantee, PureDP):
+        return PureDP(epsilon=k * guarantee.epsilon)
+    if isinstance(guarantee, ApproxDP):
+        delta = k * math.exp((k - 1) * guarantee.epsilon) * guarantee.delta
+        if delta >= 1:
+            raise PrivacyParameterError(
+                f"group privacy for k={k} gives delta={delta:.3g} >= 1, which promises nothing; "
+                "use a smaller group, a smaller epsilon or a much smaller delta."
+            )
+        return ApproxDP(epsilon=k * guarantee.epsilon, delta=delta)
+    if isinstance(guarantee, ZCDP):
+        return ZCDP(rho=k * k * guarantee.rho)
+    raise PrivacyParameterError(
+        f"group_privacy needs a PureDP, ApproxDP or ZCDP guarantee, got {type(guarantee).__name__}."
+    )
