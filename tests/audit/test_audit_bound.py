@@ -121,3 +121,11 @@ def test_bad_counts_raise(kw: dict[str, object]) -> None:
     args.update(kw)
     with pytest.raises(PrivacyParameterError):
         epsilon_from_counts(**args)  # type: ignore[arg-type]
+
+
+def test_public_names_sorted_and_present() -> None:
+    import dpkit.audit as audit
+
+    assert list(audit.__all__) == sorted(audit.__all__)
+    for name in audit.__all__:
+        assert hasattr(audit, name), name

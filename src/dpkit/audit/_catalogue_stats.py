@@ -110,10 +110,10 @@ def statistic_cases(
         (xy0c, xy1c), "5 pairs each at (0,0), (1,1), plus one at (0, 1)")  # fmt: skip
     add("stats.median",
         lambda x, g: stats.median(x, bounds=UNIT, epsilon=eps, rng=g),
-        quantile_pair(UNIT, 10), "5 at 0, 5 at 1, plus one at 1")  # fmt: skip
+        quantile_pair(UNIT, 10), "10 records at 0.5, plus one at 1")  # fmt: skip
     add("stats.quantile",
         lambda x, g: stats.quantile(x, 0.25, bounds=UNIT, epsilon=eps, rng=g),
-        quantile_pair(UNIT, 12, q=0.25), "3 at 0, 9 at 1, plus one at 1")  # fmt: skip
+        quantile_pair(UNIT, 12), "12 records at 0.5, plus one at 1")  # fmt: skip
     # stats.bounds refuses (DataError, budget spent) when no class count clears its threshold
     # τ = ln(257/β)/ε; the refusal is an output too, coded (0, 0). Near τ both outcomes occur.
     tau = math.log(257 / 0.01) / eps

@@ -117,29 +117,25 @@ def mean_pair(
 
 
 def quantile_pair(
-    bounds: tuple[float, float],
-    n: int = 10,
-    *,
-    q: float = 0.5,
-    relation: Relation = "add_remove",
+    bounds: tuple[float, float], n: int = 10, *, relation: Relation = "add_remove"
 ) -> Pair:
-    """A quantile's worst pair: records split between the two bounds so that the ``q``-quantile
-    sits at the gap, and the neighbour that tips it (one record added at, or moved to, the upper
-    bound).
+    """For quantiles and medians: every record at the middle of the bounds, and the neighbour
+    with one more record at the upper bound (add/remove) or one record moved there (replace).
 
-    >>> d0, d1 = quantile_pair((0.0, 1.0), 4)
+    Records piled on one point concentrate the exponential mechanism's output around it, and the
+    extra record shifts every rank on one side; splitting the records between the two bounds, by
+    contrast, leaves the output uniform over the gap for both datasets and shows nothing.
+
+    >>> d0, d1 = quantile_pair((0.0, 1.0), 3)
     >>> d0.tolist(), d1.tolist()
-    ([0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 1.0, 1.0, 1.0])
+    ([0.5, 0.5, 0.5], [0.5, 0.5, 0.5, 1.0])
     """
     lo, hi = _bounds(bounds)
-    m = _size(n, 2)
-    if not 0.0 < float(q) < 1.0:
-        raise PrivacyParameterError(f"q must be in (0, 1), got {q!r}.")
-    k = min(m - 1, max(1, round(float(q) * m)))
-    d0 = np.concatenate([np.full(k, lo), np.full(m - k, hi)])
+    m = _size(n)
+    d0 = np.full(m, lo + (hi - lo) / 2)
     if _relation(relation) == "replace":
         d1 = d0.copy()
-        d1[k - 1] = hi
+        d1[0] = hi
         return Pair(d0, d1)
     return Pair(d0, np.append(d0, hi))
 

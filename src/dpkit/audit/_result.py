@@ -117,8 +117,9 @@ class AuditResult:
 
     def __str__(self) -> str:
         where = f" with region [{self.region}]" if self.region is not None else ""
+        conf = f"{100 * self.confidence:g}% confidence"
         return (
-            f"ε ≥ {self.epsilon:.4g} at δ={self.delta:g} ({self.confidence:.0%} confidence){where};"
+            f"ε ≥ {self.epsilon:.4g} at δ={self.delta:g} ({conf}){where};"
             f" p̂={self.p:.4g} {_fmt(self.p_interval)}, q̂={self.q:.4g} {_fmt(self.q_interval)}"
         )
 
