@@ -62,8 +62,8 @@ def statistic_cases(
     ``delta`` for those offering the Gaussian variant). ``factor`` scales their runs (the
     statistics are audited one call at a time).
 
-    >>> [c.name for c in statistic_cases(1.0)][:3]
-    ['stats.count', 'stats.histogram', 'stats.count (δ>0)']
+    >>> [c.name for c in statistic_cases(1.0)][:5]
+    ['stats.count', 'stats.histogram', 'stats.sum', 'stats.mean', 'stats.count (δ>0)']
     """
     from dpkit import stats
 
@@ -83,15 +83,17 @@ def statistic_cases(
         def histogram(x: Any, g: np.random.Generator, d: float = d) -> Any:
             return stats.histogram(x, bins=edges, epsilon=eps, delta=d, rng=g)
 
+        def total(x: Any, g: np.random.Generator, d: float = d) -> Any:
+            return stats.sum(x, bounds=UNIT, epsilon=eps, delta=d, rng=g)
+
+        def mean(x: Any, g: np.random.Generator, d: float = d) -> Any:
+            return stats.mean(x, bounds=UNIT, epsilon=eps, delta=d, rng=g)
+
         add(f"stats.count{tag}", count, count_pair(10), "10 vs 11 records", d)
         add(f"stats.histogram{tag}", histogram, histogram_pair(edges, 10),
             "4 bins, one more record in bin 0", d)  # fmt: skip
-    add("stats.sum",
-        lambda x, g: stats.sum(x, bounds=UNIT, epsilon=eps, rng=g),
-        sum_pair(UNIT, 10), "10 vs 11 records at 1")  # fmt: skip
-    add("stats.mean",
-        lambda x, g: stats.mean(x, bounds=UNIT, epsilon=eps, rng=g),
-        mean_pair(UNIT, 10), "10 records at 1, plus one at 0")  # fmt: skip
+        add(f"stats.sum{tag}", total, sum_pair(UNIT, 10), "10 vs 11 records at 1", d)
+        add(f"stats.mean{tag}", mean, mean_pair(UNIT, 10), "10 records at 1, plus one at 0", d)
     add("stats.var",
         lambda x, g: stats.var(x, bounds=UNIT, epsilon=eps, rng=g),
         mean_pair(UNIT, 10), "10 records at 1, plus one at 0")  # fmt: skip
