@@ -25,6 +25,7 @@ __all__ = ["PLD", "pld_compose"]
 
 _TAIL = 1e-15
 _MAX_COMPOSED = 1 << 23
+FLOOR = 2.0**-52
 
 
 def _truncate(pmf: Pmf) -> Pmf:
@@ -58,6 +59,12 @@ def _convolve(a: Pmf, b: Pmf) -> Pmf:
     else:
         out = fft.irfft(fft.rfft(a.probs, m) * fft.rfft(b.probs, m), m)[:n]
     inf = 1.0 - (1.0 - a.inf) * (1.0 - b.inf)
+    # FFT round-off is of order ε_mach·‖a‖₂‖b‖₂ per entry; entries below it are noise. Their
+    # total is moved to +∞ so that the tails can be truncated and δ only grows.
+    floor = FLOOR * float(np.linalg.norm(a.probs) * np.linalg.norm(b.probs))
+    small = np.abs(out) < floor
+    inf += float(np.abs(out[small]).sum())
+    out[small] = 0.0
     return _truncate(Pmf(a.offset + b.offset, out, inf))
 
 
