@@ -117,7 +117,7 @@ def _spearman_work_vs_magnitude(draw_one) -> float:  # type: ignore[no-untyped-d
 def test_work_does_not_track_the_noise_magnitude() -> None:
     """Jin et al. (2022): a sampler whose work grows with |noise| leaks it through timing.
 
-    dpkit draws every release from a whole block of attempts (at least 2^13), so the randomness
+    dpkit draws every release from a whole block of attempts (at least 2^10), so the randomness
     consumed (a proxy for time that is exact and machine-independent) is set by the block, not by
     the one sample released. A one-attempt-at-a-time sampler, by contrast, does visibly more work
     for larger noise; the same statistic catches it, so the check has power.

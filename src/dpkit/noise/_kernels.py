@@ -30,7 +30,7 @@ BoolArray = npt.NDArray[np.bool_]
 BLOCK = 1 << 18
 """Most attempts per block: enough to amortise NumPy's per-call cost, few enough for the cache."""
 
-MIN_BLOCK = 1 << 13
+MIN_BLOCK = 1 << 10
 """Fewest attempts per block: even a single sample is drawn from a block this large, so the time a
 release takes reflects the block, not how many attempts its own sample needed."""
 
