@@ -44,9 +44,22 @@ def test_bad_rng(bad: object) -> None:
         as_generator(bad)  # type: ignore[arg-type]
 
 
-def test_all_sorted() -> None:
-    for mod in (dpkit, errors, dpkit.random):
-        names = list(mod.__all__)
-        assert names == sorted(names, key=str.lower) or names == sorted(names), mod.__name__
+def _isort_key(name: str) -> tuple[int, str]:
+    # ruff's RUF022 order: CONSTANTS, then Classes, then everything else, each alphabetical
+    if name.isupper() and len(name) > 1:
+        return (0, name)
+    return (1, name) if name[:1].isupper() else (2, name)
+
+
+def test_every_public_all_is_sorted_and_resolves() -> None:
+    import importlib
+    import pkgutil
+
+    for info in pkgutil.walk_packages(dpkit.__path__, "dpkit."):
+        if info.name.rsplit(".", 1)[-1].startswith("_") or info.name.endswith("__main__"):
+            continue
+        mod = importlib.import_module(info.name)
+        names = list(getattr(mod, "__all__", []))
+        assert names == sorted(names, key=_isort_key), info.name
         for name in names:
-            assert hasattr(mod, name), (mod.__name__, name)
+            assert hasattr(mod, name), (info.name, name)

@@ -1,26 +1,81 @@
 """dpkit: differential privacy done exactly.
 
-``import dpkit as dp`` reaches the common path; submodules hold the rest:
+``import dpkit as dp`` reaches the common path:
 
-* :mod:`dpkit.random` — secure default randomness;
-* :mod:`dpkit.noise` — exact integer samplers and float-safe real noise;
+>>> import numpy as np, dpkit as dp
+>>> acct = dp.Accountant(dp.ApproxDP(epsilon=1.0, delta=1e-6))
+>>> x = np.random.default_rng(0).uniform(0, 100, 10_000)
+>>> m = dp.mean(x, bounds=(0, 100), epsilon=0.5, accountant=acct)
+>>> lo, hi = m.ci(0.05)
+>>> bool(lo < m.value < hi)
+True
+>>> acct.spent.epsilon
+0.5
+
+Submodules hold the rest:
+
+* :mod:`dpkit.random` — secure default randomness (AES counter mode keyed from the OS);
+* :mod:`dpkit.noise` — exact integer samplers and float-safe real noise on a power-of-two grid;
+* :mod:`dpkit.accounting` — guarantees, events, composition (basic, optimal, zCDP, RDP, PLD),
+  calibration and accountants that cannot be overspent;
+* :mod:`dpkit.mechanisms` — Laplace, Gaussian, geometric, discrete Gaussian, randomized
+  response, exponential mechanism, report-noisy-max, permute-and-flip, sparse vector;
+* :mod:`dpkit.stats` — count, sum, mean, var, std, cov, corr, quantiles, histograms, bounds,
+  each a :class:`~dpkit.stats.Release` with error bars;
+* :mod:`dpkit.audit` — empirical lower bounds on ε for any mechanism;
 * :mod:`dpkit.errors` — the exception tree.
 """
 
 from __future__ import annotations
 
-from dpkit import errors, noise, random
+from dpkit import accounting, audit, errors, mechanisms, noise, random, stats
+from dpkit.accounting import ZCDP, Accountant, ApproxDP, Neighbouring, PureDP
 from dpkit.errors import BudgetExceededError, DataError, DPKitError, PrivacyParameterError
+from dpkit.stats import (
+    Release,
+    bounds,
+    corr,
+    count,
+    cov,
+    histogram,
+    mean,
+    median,
+    quantile,
+    std,
+    sum,
+    var,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ZCDP",
+    "Accountant",
+    "ApproxDP",
     "BudgetExceededError",
     "DPKitError",
     "DataError",
+    "Neighbouring",
     "PrivacyParameterError",
+    "PureDP",
+    "Release",
     "__version__",
+    "accounting",
+    "audit",
+    "bounds",
+    "corr",
+    "count",
+    "cov",
     "errors",
+    "histogram",
+    "mean",
+    "mechanisms",
+    "median",
     "noise",
+    "quantile",
     "random",
+    "stats",
+    "std",
+    "sum",
+    "var",
 ]
