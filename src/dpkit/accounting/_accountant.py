@@ -7,8 +7,9 @@ import threading
 from dataclasses import dataclass
 from fractions import Fraction
 
+from dpkit._checks import check_delta
 from dpkit.accounting._bounds import approx_bound, pure_epsilon, zcdp_rho
-from dpkit.accounting._compose import compose
+from dpkit.accounting._compose import compose, epsilon_of
 from dpkit.accounting._events import ApproxDPEvent, Event, SelfComposedEvent, flatten
 from dpkit.accounting._guarantees import ZCDP, ApproxDP, Guarantee, PureDP, _unchecked, zcdp_epsilon
 from dpkit.errors import BudgetExceededError, PrivacyParameterError
@@ -76,6 +77,17 @@ class Accountant:
       accounted by zCDP at the end rather than converted to (ε, δ) one by one, which is much
       tighter for many of them; a handful of pure charges (ε/6 for each of six sums) still add up
       exactly.
+
+      When no currency can pay for an event that has a privacy curve (a Gaussian calibrated
+      exactly to the whole budget is refused by the lossy zCDP→(ε, δ) conversion), the whole
+      event may instead be paid in the (ε, δ) currency as ``(ε(δ_i), δ_i)``, with ε(δ_i) its
+      tightest ε at δ_i (:func:`~dpkit.accounting.epsilon_of`) and δ_i the smallest-total-ε
+      feasible choice among: the caller's hint (``charge(..., delta=)``, the δ the mechanism was
+      calibrated for), ``event_delta`` and all the δ still unspent. δ_i depends only on the
+      event, the hint and past charges, never on data, so this is a basic-composition filter with
+      adaptively chosen (ε_i, δ_i) (Rogers, Roth, Ullman & Vadhan 2016, Theorem 3.1) for the δ_a
+      part, and the zCDP part keeps its guarantee at δ − δ_a as before. zCDP stays preferred
+      whenever it fits, so many small Gaussians are still accounted tightly.
     * :class:`ApproxDP` budget, ``method="basic"`` — ε's and δ's add (Dwork et al. 2006 as a
       filter: Rogers et al. 2016).
 
@@ -220,9 +232,49 @@ class Accountant:
                     out.append((Fraction(bound[0]), Fraction(bound[1]), Fraction(0)))
         return out
 
-    def _plan(self, event: Event) -> tuple[_State, list[LedgerEntry]] | None:
+    def _curve_plan(
+        self, event: Event, hint: float | None
+    ) -> tuple[_State, list[LedgerEntry]] | None:
+        """Pay the whole ``event`` as (ε(δ_i), δ_i) for the best feasible candidate δ_i."""
+        b = self._budget
+        if not isinstance(b, ApproxDP):
+            return None
+        s = self._state
+        rest = b.delta - float(s.delta)
+        candidates = {self._event_delta, rest}
+        if hint is not None:
+            candidates.add(hint)
+        best: tuple[float, _State, float, float] | None = None
+        for d in sorted(candidates):
+            if not 0 < d <= rest:
+                continue
+            try:
+                eps = epsilon_of(event, delta=d)
+            except PrivacyParameterError:
+                continue
+            if not math.isfinite(eps):
+                continue
+            cand = _State(s.eps + Fraction(eps), s.delta + Fraction(d), s.rho)
+            if not self._fits(cand):
+                continue
+            cost = self._spent_of(cand)[0]
+            if best is None or cost < best[0]:
+                best = (cost, cand, eps, d)
+        if best is None:
+            return None
+        return best[1], [LedgerEntry(event, None, best[2], best[3], 0.0)]
+
+    def _plan(
+        self, event: Event, hint: float | None = None
+    ) -> tuple[_State, list[LedgerEntry]] | None:
         if not isinstance(event, Event):
             raise PrivacyParameterError(f"charge needs an Event, got {type(event).__name__}.")
+        plan = self._leaf_plan(event)
+        if plan is None:
+            plan = self._curve_plan(event, hint)
+        return plan
+
+    def _leaf_plan(self, event: Event) -> tuple[_State, list[LedgerEntry]] | None:
         s = self._state
         parts: list[LedgerEntry] = []
         for leaf, count in flatten(event):
@@ -253,13 +305,30 @@ class Accountant:
             )
         return s, parts
 
-    def can_afford(self, event: Event) -> bool:
-        """Whether ``event`` would fit in the remaining budget now."""
+    def can_afford(self, event: Event, *, delta: float | None = None) -> bool:
+        """Whether ``event`` would fit in the remaining budget now (``delta``: as in charge)."""
+        hint = self._hint(delta)
         with self._lock:
-            return self._plan(event) is not None
+            return self._plan(event, hint) is not None
 
-    def charge(self, event: Event, *, label: str | None = None) -> None:
+    @staticmethod
+    def _hint(delta: float | None) -> float | None:
+        if delta is None:
+            return None
+        return check_delta(delta, "delta", allow_zero=False)
+
+    def charge(self, event: Event, *, label: str | None = None, delta: float | None = None) -> None:
         """Record ``event`` if it fits; otherwise raise and record nothing.
+
+        Parameters
+        ----------
+        event : Event
+            What the release costs.
+        label : str, optional
+            Recorded in the ledger.
+        delta : float, optional
+            The δ the mechanism was calibrated for. Under an :class:`ApproxDP` budget it is one of
+            the δ at which an event that no currency can pay for may be paid as (ε(δ), δ).
 
         Raises
         ------
@@ -268,8 +337,9 @@ class Accountant:
         PrivacyParameterError
             The event cannot be paid for from this kind of budget.
         """
+        hint = self._hint(delta)
         with self._lock:
-            plan = self._plan(event)
+            plan = self._plan(event, hint)
             if plan is None:
                 spent = self._spent_of(self._state)
                 raise BudgetExceededError(
