@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from dpkit.accounting._discrete_gaussian import discrete_gaussian_epsilon
 from dpkit.accounting._events import (
     ApproxDPEvent,
     ComposedEvent,
@@ -28,7 +29,7 @@ from dpkit.accounting._events import (
 from dpkit.accounting._gaussian import gaussian_epsilon
 from dpkit.accounting._guarantees import Neighbouring, zcdp_epsilon
 
-__all__ = ["approx_bound", "pure_epsilon", "zcdp_rho"]
+__all__ = ["approx_bound", "is_scalar_integer", "pure_epsilon", "zcdp_rho"]
 
 _PURE = (ExponentialEvent, ReportNoisyMaxEvent, PermuteAndFlipEvent, PureDPEvent)
 
@@ -36,6 +37,11 @@ _PURE = (ExponentialEvent, ReportNoisyMaxEvent, PermuteAndFlipEvent, PureDPEvent
 def _up(x: float) -> float:
     # Float arithmetic on ε is rounded one ulp up so a bound is never below the exact value.
     return math.nextafter(x, math.inf)
+
+
+def is_scalar_integer(event: DiscreteGaussianEvent) -> bool:
+    """Whether a discrete Gaussian event has an exact curve (one coordinate, integer Δ)."""
+    return event.dimension == 1 and float(event.sensitivity).is_integer()
 
 
 def pure_epsilon(event: Event) -> float | None:
@@ -105,6 +111,11 @@ def approx_bound(event: Event, delta: float) -> tuple[float, float] | None:
         if delta <= 0:
             return None
         return gaussian_epsilon(delta, event.sensitivity / event.sigma), delta
+    if isinstance(event, DiscreteGaussianEvent) and is_scalar_integer(event):
+        if delta <= 0:
+            return None
+        eps = discrete_gaussian_epsilon(delta, event.sigma, int(event.sensitivity))
+        return (eps, delta) if math.isfinite(eps) else None
     if isinstance(event, PoissonSubsampledEvent) and isinstance(event.event, ApproxDPEvent):
         inner = event.event
         q = event.sampling_rate

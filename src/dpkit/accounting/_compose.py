@@ -10,7 +10,7 @@ import numpy as np
 from scipy import special
 
 from dpkit._checks import check_delta, check_epsilon, check_positive
-from dpkit.accounting._bounds import approx_bound, pure_epsilon, zcdp_rho
+from dpkit.accounting._bounds import approx_bound, is_scalar_integer, pure_epsilon, zcdp_rho
 from dpkit.accounting._events import ApproxDPEvent, Event, flatten
 from dpkit.accounting._guarantees import zcdp_delta, zcdp_epsilon
 from dpkit.accounting._pld import pld_compose
@@ -309,11 +309,14 @@ def delta_of(events: Event | Iterable[Event], *, epsilon: float, method: str = "
     e = check_epsilon(epsilon)
     single = _single(events)
     if single is not None and method == "auto":
-        from dpkit.accounting._events import GaussianEvent
+        from dpkit.accounting._discrete_gaussian import discrete_gaussian_delta
+        from dpkit.accounting._events import DiscreteGaussianEvent, GaussianEvent
         from dpkit.accounting._gaussian import gaussian_delta
 
         if isinstance(single, GaussianEvent):
             return gaussian_delta(e, single.sensitivity / single.sigma)
+        if isinstance(single, DiscreteGaussianEvent) and is_scalar_integer(single):
+            return discrete_gaussian_delta(e, single.sigma, int(single.sensitivity))
         pe = pure_epsilon(single)
         if pe is not None and pe <= e:
             return 0.0
@@ -328,9 +331,9 @@ def _single(events: Event | Iterable[Event]) -> Event | None:
 
 
 def _single_epsilon(event: Event, delta: float) -> float | None:
-    from dpkit.accounting._events import GaussianEvent
+    from dpkit.accounting._events import DiscreteGaussianEvent, GaussianEvent
 
-    if isinstance(event, GaussianEvent):
+    if isinstance(event, GaussianEvent | DiscreteGaussianEvent):
         bound = approx_bound(event, delta)
         return None if bound is None else bound[0]
     return None

@@ -18,6 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import special
 
+from dpkit.accounting._discrete_gaussian import discrete_gaussian_mass
 from dpkit.accounting._events import (
     ApproxDPEvent,
     DiscreteGaussianEvent,
@@ -186,6 +187,45 @@ def _discrete_gaussian_atoms(sigma: float, sens: int) -> tuple[Array, Array, Arr
     return loss, p, q, out
 
 
+_ATOMS_MAX_SIGMA = 1024.0  # above this the discrete Gaussian is bucketed, not enumerated
+
+
+def _discrete_gaussian_pmfs(sigma: float, sens: int, h: float) -> Pmf:
+    """Remove PLD of P = N_ℤ(D, σ²), Q = N_ℤ(0, σ²) from tail differences, one per loss cell.
+
+    The loss L(k) = D(k − D/2)/σ² increases with k, so cell [ih, (i+1)h) holds the integers
+    e_i ≤ k < e_{i+1} with e_i = ⌈ihσ²/D + D/2⌉; its P- and Q-masses are differences of discrete
+    tails (:func:`discrete_gaussian_mass`, O(1) each), split by connect-the-dots as for the
+    continuous Gaussian. Work is O(number of cells), independent of σ. Mass with k below
+    −⌈9.5σ⌉ is moved up to that loss; mass above D + ⌈9.5σ⌉ (< 1e-20) is put at loss +∞. The
+    pair is symmetric (P(k) = Q(D − k)), so the add PLD is the same.
+    """
+    d = float(sens)
+    c = sigma * sigma / d
+    k_lo = -float(math.ceil(_Z * sigma))
+    k_hi = d + float(math.ceil(_Z * sigma))
+
+    def loss(k: float) -> float:
+        return (k - d / 2) / c
+
+    i_lo, i_hi = math.floor(loss(k_lo) / h), math.ceil(loss(k_hi) / h) + 1
+    if i_hi - i_lo > MAX_BINS:
+        raise Unsupported("loss range too wide for the grid")
+    cells = np.arange(i_lo, i_hi + 1, dtype=np.float64)
+    edges = np.clip(np.ceil(cells * h * c + d / 2), k_lo, k_hi + 1)
+    a, b = edges[:-1], edges[1:]
+    qm = discrete_gaussian_mass(a, b, sigma)
+    pm = discrete_gaussian_mass(a - d, b - d, sigma)
+    lo = np.arange(i_lo, i_hi, dtype=np.int64)
+    rem = _Builder(h)
+    rem.split(lo, pm, qm)
+    below = float(discrete_gaussian_mass(np.array([-np.inf]), np.array([k_lo - d]), sigma)[0])
+    rem.point(math.ceil(loss(k_lo) / h), below)
+    above = float(discrete_gaussian_mass(np.array([k_hi + 1 - d]), np.array([np.inf]), sigma)[0])
+    rem.inf = above
+    return rem.build()
+
+
 def _atoms_pmfs(
     loss: Array, p: Array, q: Array, h: float, p_only: float = 0.0, q_only: float = 0.0
 ) -> tuple[Pmf, Pmf]:
@@ -278,6 +318,10 @@ def event_pmfs(event: Event, h: float) -> tuple[Pmf, Pmf | None]:
     if isinstance(inner, LaplaceEvent):
         rem, add = _laplace_pmfs(inner.sensitivity / inner.scale, q, h)
         return rem, (add if q < 1 else None)
+    if isinstance(inner, DiscreteGaussianEvent) and inner.sigma > _ATOMS_MAX_SIGMA:
+        if q < 1 or inner.dimension != 1 or not float(inner.sensitivity).is_integer():
+            raise Unsupported("no bucketed PLD for this discrete Gaussian")
+        return _discrete_gaussian_pmfs(inner.sigma, int(inner.sensitivity), h), None
     atoms = _event_atoms(inner)
     if atoms is None:
         raise Unsupported(f"no privacy loss distribution for {type(inner).__name__}")
