@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, field
 
 from dpkit._checks import check_delta, check_epsilon, check_positive
-from dpkit.accounting import DiscreteGaussianEvent, epsilon_of, gaussian_sigma
+from dpkit.accounting import Accountant, DiscreteGaussianEvent, epsilon_of, gaussian_sigma
 from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms._base import IntArray, SupportsCharge, as_shape, charge, check_int_value
 from dpkit.mechanisms._geometric import add_integer_noise
@@ -165,7 +165,10 @@ class DiscreteGaussian:
         """
         x = check_int_value(value, self.shape)
         gen = as_generator(rng)
-        charge(accountant, self.event, label)
+        if isinstance(accountant, Accountant) and self.delta is not None:
+            accountant.charge(self.event, label=label, delta=self.delta)
+        else:
+            charge(accountant, self.event, label)
         scalar = self.shape == ()
         noise = discrete_gaussian(self.sigma, None if scalar else self.shape, rng=gen)
         return add_integer_noise(x, noise, scalar)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import lru_cache
 
 from dpkit._checks import check_delta, check_epsilon, check_positive
-from dpkit.accounting import GaussianEvent, gaussian_sigma
+from dpkit.accounting import Accountant, DiscreteGaussianEvent, epsilon_of, gaussian_sigma
 from dpkit.mechanisms._base import (
     FloatArray,
     SupportsCharge,
@@ -21,23 +23,62 @@ from dpkit.random import RNGLike, as_generator
 __all__ = ["Gaussian"]
 
 
+def _honest_sigma(epsilon: float, delta: float, sens: float, coordinates: int) -> float:
+    """Smallest σ (in grid units, to a relative 1e-10, never below the analytic continuous σ)
+    whose discrete Gaussian event is certified (ε, δ) by :func:`~dpkit.accounting.epsilon_of`."""
+
+    def fits(sigma: float) -> bool:
+        ev = DiscreteGaussianEvent(sigma=sigma, sensitivity=sens, dimension=coordinates)
+        return epsilon_of(ev, delta=delta) <= epsilon
+
+    lo = gaussian_sigma(epsilon=epsilon, delta=delta, sensitivity=sens)
+    if fits(lo):
+        return lo
+    step = 1e-9
+    hi = lo * (1 + step)
+    while not fits(hi):
+        lo, step = hi, step * 4
+        hi = hi * (1 + step)
+    while hi - lo > 1e-10 * hi:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if not fits(mid) else (lo, mid)
+    return hi
+
+
+@lru_cache(maxsize=256)
 def calibrate_float_gaussian(
     epsilon: float, delta: float, sensitivity: float, coordinates: int
-) -> tuple[float, int, float]:
-    """Return ``(sigma, grid, rounded_sensitivity)`` for a float-safe Gaussian release.
+) -> tuple[float, int, DiscreteGaussianEvent]:
+    """Return ``(sigma, grid, event)`` for a float-safe Gaussian release.
 
-    σ is the analytic Gaussian calibration (Balle and Wang 2018) for the *rounded* query's ℓ2
-    sensitivity ``Δ + √k · 2**grid``; the grid is the default one for that σ. Since the grid
-    depends on σ and σ on the grid, iterate until they agree (one or two steps).
+    The release rounds the query to the grid ``2**grid`` and adds discrete Gaussian noise of
+    σ_u = σ/2**grid grid units, so what is charged is that discrete Gaussian, in grid units:
+
+    * one coordinate: rounded values differ by an integer D ≤ Δ/2**grid + 1 grid units, so
+      D = ⌊Δ/2**grid⌋ + 1 and the event is ``DiscreteGaussianEvent(sigma=σ_u, sensitivity=D)``,
+      accounted by its exact privacy curve (Canonne, Kamath & Steinke 2020, Thm 7);
+    * k > 1 coordinates: the rounded query's ℓ2 sensitivity is Δ/2**grid + √k grid units and the
+      event ``DiscreteGaussianEvent(..., dimension=k)`` is accounted by its zCDP bound
+      ρ = Δ²/(2σ²) (CKS 2020, Thm 14).
+
+    σ_u is the smallest (from the analytic Gaussian σ upwards) for which ``epsilon_of(event,
+    delta=δ) ≤ ε``; since the grid depends on σ and σ on the grid, iterate until they agree.
+    Results are memoised (a pure function of its hashable arguments).
     """
     sigma = gaussian_sigma(epsilon=epsilon, delta=delta, sensitivity=sensitivity)
     grid = gaussian_grid(sigma)
     for _ in range(8):
-        rounded = rounded_sensitivity(sensitivity, grid, coordinates=coordinates, norm=2)
-        sigma = gaussian_sigma(epsilon=epsilon, delta=delta, sensitivity=rounded)
+        if coordinates == 1:
+            sens_u = float(math.floor(Fraction(sensitivity) / Fraction(2) ** grid) + 1)
+        else:
+            real = rounded_sensitivity(sensitivity, grid, coordinates=coordinates, norm=2)
+            sens_u = math.nextafter(math.ldexp(real, -grid), math.inf)
+        sigma_u = _honest_sigma(epsilon, delta, sens_u, coordinates)
+        sigma = math.ldexp(sigma_u, grid)
         new_grid = gaussian_grid(sigma)
         if new_grid == grid:
-            return sigma, grid, rounded
+            event = DiscreteGaussianEvent(sigma=sigma_u, sensitivity=sens_u, dimension=coordinates)
+            return sigma, grid, event
         grid = new_grid
     raise AssertionError("grid calibration did not settle")  # pragma: no cover
 
@@ -55,7 +96,10 @@ class Gaussian:
     It is **float-safe**: the value is rounded to the grid ``2**grid · ℤ`` (≈ σ · 2^-24) and exact
     discrete Gaussian noise (Canonne, Kamath and Steinke 2020) is added on that grid
     (:func:`dpkit.noise.gaussian`), so every possible output lies on one data-independent grid.
-    σ is calibrated to the rounded query's ℓ2 sensitivity ``Δ₂ + √k · 2**grid``.
+    σ is calibrated so that the discrete Gaussian actually used, on the rounded query (ℓ2
+    sensitivity ``Δ₂ + √k · 2**grid``), is certified (ε, δ) by the accountant: by its exact
+    privacy curve for a scalar (Canonne, Kamath and Steinke 2020, Thm 7; σ within ~1e-7 of the
+    analytic continuous σ) and by its zCDP bound for vectors (CKS 2020, Thm 14; σ larger).
 
     Choose δ well below 1/n (seed 002, "Name & Shame"): a mechanism that publishes one random
     record whole is (0, 1/n)-DP.
@@ -77,8 +121,9 @@ class Gaussian:
         Standard deviation of the noise (in the units of the query).
     grid : int
         Outputs are multiples of ``2**grid``.
-    event : dpkit.accounting.GaussianEvent
-        What a release costs.
+    event : dpkit.accounting.DiscreteGaussianEvent
+        What a release costs: the discrete Gaussian actually added, in grid units (σ/2**grid,
+        with the rounded query's sensitivity), see ``calibrate_float_gaussian``.
 
     Examples
     --------
@@ -99,21 +144,21 @@ class Gaussian:
     shape: tuple[int, ...] = ()
     sigma: float = field(init=False)
     grid: int = field(init=False)
-    event: GaussianEvent = field(init=False, repr=False)
+    event: DiscreteGaussianEvent = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         eps = check_epsilon(self.epsilon)
         dlt = check_delta(self.delta, allow_zero=False)
         sens = check_positive(self.sensitivity, "sensitivity")
         shape = as_shape(self.shape)
-        sigma, grid, rounded = calibrate_float_gaussian(eps, dlt, sens, max(1, math.prod(shape)))
+        sigma, grid, event = calibrate_float_gaussian(eps, dlt, sens, max(1, math.prod(shape)))
         object.__setattr__(self, "epsilon", eps)
         object.__setattr__(self, "delta", dlt)
         object.__setattr__(self, "sensitivity", sens)
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "sigma", sigma)
         object.__setattr__(self, "grid", grid)
-        object.__setattr__(self, "event", GaussianEvent(sigma=sigma, sensitivity=rounded))
+        object.__setattr__(self, "event", event)
 
     def release(
         self,
@@ -145,7 +190,10 @@ class Gaussian:
         """
         x = check_float_value(value, self.shape)
         gen = as_generator(rng)
-        charge(accountant, self.event, label)
+        if isinstance(accountant, Accountant):
+            accountant.charge(self.event, label=label, delta=self.delta)
+        else:
+            charge(accountant, self.event, label)
         return gaussian(x, self.sigma, grid=self.grid, rng=gen)
 
     def ci(self, alpha: float = 0.05) -> float:

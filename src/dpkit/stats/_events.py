@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 from dpkit.accounting import (
@@ -33,7 +34,12 @@ def discrete_laplace_event(*, scale: Fraction, sensitivity: int) -> object:
 
 
 def discrete_gaussian_event(*, sigma: Fraction, sensitivity: int) -> object:
-    return DiscreteGaussianEvent(sigma=sigma, sensitivity=sensitivity)  # type: ignore[arg-type]
+    """The event of exact discrete Gaussian noise of scale ``sigma`` (claimed σ rounded down to a
+    float, so the claim never has more noise than is added) on an integer sensitivity."""
+    s = float(sigma)
+    if Fraction(s) > sigma:
+        s = math.nextafter(s, 0.0)
+    return DiscreteGaussianEvent(sigma=s, sensitivity=sensitivity)
 
 
 def composed(events: tuple[object, ...]) -> object:
