@@ -90,3 +90,19 @@ def test_bad_inputs() -> None:
         SparseVector(epsilon=1.0, threshold=math.inf)
     with pytest.raises(PrivacyParameterError):
         SparseVector(epsilon=1.0, threshold=0.0, max_above=0)
+
+
+def test_the_first_query_fixes_the_accountant() -> None:
+    """A run is charged once, at its first query; a later query cannot switch accountants."""
+    gen = np.random.default_rng(2)
+    uncharged = SparseVector(epsilon=0.5, threshold=10.0)
+    uncharged.test(-1e6, rng=gen)
+    with pytest.raises(PrivacyParameterError, match="first query"):
+        uncharged.test(-1e6, rng=gen, accountant=Accountant(PureDP(epsilon=1.0)))
+    acct = Accountant(PureDP(epsilon=1.0))
+    charged = SparseVector(epsilon=0.5, threshold=10.0)
+    charged.test(-1e6, rng=gen, accountant=acct)
+    with pytest.raises(PrivacyParameterError, match="first query"):
+        charged.test(-1e6, rng=gen, accountant=Accountant(PureDP(epsilon=1.0)))
+    charged.test(-1e6, rng=gen)  # same run, already paid for
+    assert len(acct.ledger) == 1

@@ -119,3 +119,17 @@ def test_release_protocol() -> None:
         m.ci(1.5)
     with pytest.raises(Exception, match="sampling"):
         st.count([1.0], epsilon=1.0, rng=0).ci(0.05, include_sampling=True)
+
+
+def test_sampling_error_does_not_reveal_a_private_count() -> None:
+    """Under add/remove with n unknown, n is private: the sampling part of the error bars must be
+    computed from the noisy count, not the true one (else (h/sd)² = n exactly)."""
+    x = np.random.default_rng(3).uniform(0, 100, 1000)
+    y = np.column_stack([x, 100 - x])
+    for stat in (
+        lambda r: st.mean(x, bounds=(0, 100), epsilon=1.0, rng=r),
+        lambda r: st.var(x, bounds=(0, 100), epsilon=1.0, rng=r),
+        lambda r: st.cov(y[:, 0], y[:, 1], bounds=((0, 100), (0, 100)), epsilon=1.0, rng=r),
+    ):
+        sds = {stat(seed).errors.sampling_sd for seed in range(8)}
+        assert len(sds) > 1  # it moves with the noise, so it is not a function of the true n

@@ -69,3 +69,8 @@ def test_gaussian_statistics_are_eps_delta() -> None:
         st.corr(x, x, bounds=((0, 1), (0, 1)), epsilon=1.0, delta=1e-6, rng=0),
     ):
         assert epsilon_of(rel.event, delta=1e-6) <= 1.0 + 1e-9  # type: ignore[arg-type]
+
+
+def test_bounds_of_zeros_contain_zero() -> None:
+    lo, hi = st.bounds(np.zeros(10_000), epsilon=1.0, rng=0).value
+    assert lo <= 0.0 <= hi

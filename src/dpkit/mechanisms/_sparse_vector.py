@@ -72,10 +72,11 @@ class SparseVector:
 
     __slots__ = (
         "_above",
-        "_charged",
+        "_accountant",
         "_grid",
         "_lock",
         "_noisy_threshold",
+        "_started",
         "epsilon",
         "epsilon_queries",
         "epsilon_threshold",
@@ -128,7 +129,8 @@ class SparseVector:
         self._lock = threading.Lock()
         self._noisy_threshold: float | None = None
         self._above = 0
-        self._charged = False
+        self._started = False  # the first query fixes the accountant (or none) for the run
+        self._accountant: SupportsCharge | None = None
 
     def __repr__(self) -> str:
         return (
@@ -171,9 +173,15 @@ class SparseVector:
             if self.halted:
                 raise self._refuse()
             gen = as_generator(rng)
-            if not self._charged and accountant is not None:
-                charge(accountant, self.event, label)
-                self._charged = True
+            if not self._started:
+                charge(accountant, self.event, label)  # before anything is released
+                self._started, self._accountant = True, accountant
+            elif accountant is not None and accountant is not self._accountant:
+                raise PrivacyParameterError(
+                    "this SparseVector's run was charged (or not) at its first query; later "
+                    "queries cannot move it to another accountant. Pass the same accountant to "
+                    "every query, or start a new SparseVector."
+                )
             if self._noisy_threshold is None:
                 t = laplace(self.threshold, self.threshold_scale, grid=self._grid, rng=gen)
                 self._noisy_threshold = float(t)

@@ -169,7 +169,8 @@ def cov(
         accountant=accountant,
         rng=rng,
         statistic="cov",
-        sampling_sd=lambda _v: 2.0 * hxy / math.sqrt(float(n_pub or xa.size)),
+        sampling_sd=lambda _v, size: 2.0 * hxy / math.sqrt(size),
+        public_n=n_pub,
     )
     return rel
 
@@ -254,8 +255,8 @@ def corr(
         size = float(n_pub)
         estimator = lambda su, sv, suu, svv, suv: f(size, su, sv, suu, svv, suv)  # noqa: E731
 
-    def sampling(value: Any) -> float:
-        return (1.0 - float(value) ** 2) / math.sqrt(float(n_pub or xa.size))
+    def sampling(value: Any, size: float) -> float:
+        return (1.0 - float(value) ** 2) / math.sqrt(size)
 
     rel, _, _ = release_parts(
         use,
@@ -268,5 +269,6 @@ def corr(
         statistic="corr",
         sampling_sd=sampling,
         limits=(-1.0, 1.0),
+        public_n=n_pub,
     )
     return rel

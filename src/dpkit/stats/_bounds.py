@@ -83,7 +83,7 @@ def bounds(
     check_finite(data)
     _, e = np.frexp(data)
     k = np.clip(e.astype(np.int64) - 1, -_J - 1, _J - 1)
-    zero = k == -_J - 1
+    zero = (k == -_J - 1) | (data == 0)  # frexp(0) has exponent 0, not a tiny one
     mid = 2 * _J
     idx = np.where(data > 0, mid + 1 + (k + _J), mid - 1 - (k + _J))
     idx = np.where(zero, mid, idx)

@@ -109,10 +109,16 @@ def release_parts(
     accountant: SupportsCharge | None,
     rng: RNGLike,
     statistic: str,
-    sampling_sd: Callable[[Any], Any] | None = None,
+    sampling_sd: Callable[[Any, float], Any] | None = None,
     limits: tuple[float, float] = (-math.inf, math.inf),
+    public_n: int | None = None,
 ) -> tuple[Release, Plan, tuple[float, ...]]:
-    """Plan, charge, add noise, estimate, and attach simulated error bars."""
+    """Plan, charge, add noise, estimate, and attach simulated error bars.
+
+    ``sampling_sd(value, size)`` models the sampling error; ``size`` is the public record count
+    ``public_n`` when there is one, else the *noisy* count (the last part): the true count is
+    private under add/remove neighbours, and a sampling error computed from it would leak it.
+    """
     pl = plan(parts, epsilon=epsilon, delta=delta)
     charge(accountant, pl.event, statistic)
     noisy = pl.draw(totals, rng)
@@ -120,7 +126,10 @@ def release_parts(
     sims = simulate_parts(pl.parts)
     with np.errstate(all="ignore"):
         errors = estimator(*[v + s for v, s in zip(noisy, sims, strict=True)]) - value
-    sd = sampling_sd(value) if sampling_sd is not None else None
+    sd = None
+    if sampling_sd is not None:
+        size = float(public_n) if public_n is not None else max(float(noisy[-1]), 1.0)
+        sd = sampling_sd(value, size)
     rel = Release(_plain(value), pl.event, statistic, SimulatedNoise(errors, sd, limits))
     return rel, pl, noisy
 

@@ -229,7 +229,7 @@ def mean(
         accountant=accountant,
         rng=rng,
         statistic="mean",
-        sampling_sd=lambda v: h / math.sqrt(max(float(data.size), 1.0)),
+        sampling_sd=lambda _v, size: h / math.sqrt(size),
         limits=(lo, hi),
     )
     return rel
@@ -293,9 +293,8 @@ def _variance(
         v = np.maximum(v * h2 * size / np.maximum(size - ddof, 1.0), 0.0)
         return np.sqrt(v) if statistic == "std" else v
 
-    def sampling(value: Any) -> float:
+    def sampling(value: Any, size: float) -> float:
         # sd of the sample variance ≤ sqrt(E(X−μ)^4 / n) ≤ 2h²/√n for data within the bounds
-        size = float(n_pub or data.size)
         sd_var = 2.0 * h2 / math.sqrt(size)
         if statistic == "std":
             return sd_var / (2.0 * max(float(value), math.sqrt(h2) / math.sqrt(size)))
@@ -312,6 +311,7 @@ def _variance(
         statistic=statistic,
         sampling_sd=sampling,
         limits=(0.0, math.inf),
+        public_n=n_pub,
     )
     return rel
 

@@ -20,8 +20,13 @@ Speed. Only ranks near ``q·n`` matter: a grid point below the order statistic o
 ``numpy.median``), sorts only the window between them, and samples from the exact cells of the
 window plus the two outer regions *at their bounds*. If an outer region is drawn (probability
 below e^-40), its exact weight is computed from a full sort and the draw is accepted with
-probability exact/bound, else redrawn: rejection sampling, so the output distribution is exactly
-the exponential mechanism's.
+probability exact/bound, else redrawn: rejection sampling, so the output distribution is the
+exponential mechanism's, with no approximation from the window.
+
+Floating point. The cell is chosen by Gumbel-max on float log-weights and the within-window
+acceptance uses a float uniform, so selection probabilities carry float rounding (relative
+≈1e-16 per weight), as in every float implementation of the exponential mechanism; the cells, the
+grid and the point drawn inside a cell are exact integers.
 """
 
 from __future__ import annotations
@@ -116,7 +121,7 @@ def _point(cells: _Cells, i: int, gen: np.random.Generator) -> int:
 def _sample(
     z: FloatArray, kl: int, kh: int, q: float, beta: float, gen: np.random.Generator
 ) -> int:
-    """One exact draw of the exponential mechanism on grid integers ``[kl, kh]``."""
+    """One draw of the exponential mechanism on grid integers ``[kl, kh]`` (cells exact)."""
     n = z.size
     spread = math.log(kh - kl + 1) + _TAIL
     k = math.ceil(spread / beta) + 1
