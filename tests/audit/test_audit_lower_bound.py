@@ -177,10 +177,13 @@ def test_pairs_are_neighbours() -> None:
     assert d0.size == d1.size and np.count_nonzero(d0 != d1) == 1
     d0, d1 = mean_pair((0.0, 1.0), 4, relation="replace")
     assert np.count_nonzero(d0 != d1) == 1
-    d0, d1 = quantile_pair((0.0, 10.0), 6)
-    assert np.all(d0 == 5.0) and d1.tolist() == [5.0] * 6 + [10.0]
-    d0, d1 = quantile_pair((0.0, 10.0), 6, relation="replace")
-    assert np.count_nonzero(d0 != d1) == 1
+    d0, d1 = quantile_pair((0.0, 10.0), 0.25)
+    # the target rank q·n falls between the piles: (1 − q)·#below == q·#above
+    assert 0.75 * np.sum(d0 < 5) == 0.25 * np.sum(d0 > 5) and d1.tolist() == [*d0, 0.0]
+    d0, d1 = quantile_pair((0.0, 10.0), 0.75)
+    assert 0.25 * np.sum(d0 < 5) == 0.75 * np.sum(d0 > 5) and d1.tolist() == [*d0, 10.0]
+    d0, d1 = quantile_pair((0.0, 10.0), 0.1, relation="replace")
+    assert d0.size == d1.size and np.count_nonzero(d0 != d1) == 1
     d0, d1 = histogram_pair(np.linspace(0, 1, 5), 3)
     assert np.histogram(d1, np.linspace(0, 1, 5))[0].tolist() == [4, 0, 0, 0]
     d0, d1 = noisy_max_pair(4, monotone=False)
@@ -192,7 +195,7 @@ def test_pairs_are_neighbours() -> None:
     with pytest.raises(DataError, match="edges"):
         histogram_pair([0.0, 1.0])
     with pytest.raises(PrivacyParameterError):
-        quantile_pair((0.0, 1.0), n=0)
+        quantile_pair((0.0, 1.0), q=1.0)
 
 
 # Negative controls: each must be caught with a bound clearly above its claim. Fixed seeds; the

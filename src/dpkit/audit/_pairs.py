@@ -117,27 +117,46 @@ def mean_pair(
 
 
 def quantile_pair(
-    bounds: tuple[float, float], n: int = 10, *, relation: Relation = "add_remove"
+    bounds: tuple[float, float], q: float = 0.5, *, relation: Relation = "add_remove"
 ) -> Pair:
-    """For quantiles and medians: every record at the middle of the bounds, and the neighbour
-    with one more record at the upper bound (add/remove) or one record moved there (replace).
+    """For the ``q``-quantile (the median by default): a few records in two piles at a quarter
+    and three quarters of the bounds, sized so that the target rank falls exactly between them,
+    and the neighbour with one more record at the lower bound (or, for ``q > 1/2``, the upper
+    one), or with a record moved there from the far pile (replace).
 
-    Records piled on one point concentrate the exponential mechanism's output around it, and the
-    extra record shifts every rank on one side; splitting the records between the two bounds, by
-    contrast, leaves the output uniform over the gap for both datasets and shows nothing.
+    For ``q ≤ 1/2``: 1 record at ``A`` and ``m = round((1 − q)/q)`` at ``B``, so the score
+    ``−|(1 − q)·#below − q·#above|`` is 0 between the piles and ``−q(1 + m)`` below ``A``. The
+    added record at the lower bound raises the score below ``A`` by ``1 − q`` and lowers it
+    between the piles by as much: the two regions' log-probabilities move apart by ``2(1 − q)``,
+    the most one record can do, and both regions keep large probabilities. Piling every record on
+    one point instead leaves the output almost always on one side for ``q ≠ 1/2`` and shows
+    nothing (ε_LB = 0 for ``q = 0.25``).
 
-    >>> d0, d1 = quantile_pair((0.0, 1.0), 3)
+    >>> d0, d1 = quantile_pair((0.0, 1.0), 0.25)
     >>> d0.tolist(), d1.tolist()
-    ([0.5, 0.5, 0.5], [0.5, 0.5, 0.5, 1.0])
+    ([0.25, 0.75, 0.75, 0.75], [0.25, 0.75, 0.75, 0.75, 0.0])
+    >>> quantile_pair((0.0, 1.0)).d1.tolist()
+    [0.25, 0.75, 0.0]
+    >>> quantile_pair((0.0, 1.0), 0.9, relation="replace").d1.tolist()
+    [1.0, 0.25, 0.25, 0.25, 0.25, 0.25, 0.25, 0.25, 0.25, 0.75]
     """
     lo, hi = _bounds(bounds)
-    m = _size(n)
-    d0 = np.full(m, lo + (hi - lo) / 2)
+    if isinstance(q, bool) or not isinstance(q, int | float) or not 0.0 < float(q) < 1.0:
+        raise PrivacyParameterError(f"q must be a fraction in (0, 1), got {q!r}.")
+    qq = float(q)
+    a, b = lo + (hi - lo) / 4, lo + 3 * (hi - lo) / 4
+    if qq <= 0.5:
+        near, far, edge = a, b, lo
+        m = max(1, round((1 - qq) / qq))
+    else:
+        near, far, edge = b, a, hi
+        m = max(1, round(qq / (1 - qq)))
+    d0 = np.array([near] + [far] * m) if qq <= 0.5 else np.array([far] * m + [near])
     if _relation(relation) == "replace":
         d1 = d0.copy()
-        d1[0] = hi
+        d1[int(np.flatnonzero(d0 == far)[0])] = edge
         return Pair(d0, d1)
-    return Pair(d0, np.append(d0, hi))
+    return Pair(d0, np.append(d0, edge))
 
 
 def histogram_pair(edges: npt.ArrayLike, n: int = 10, *, relation: Relation = "add_remove") -> Pair:

@@ -41,6 +41,16 @@ __all__ = ["choose_region"]
 MAX_CATEGORIES = 512
 """Outputs with at most this many distinct values (or rows) are treated as discrete."""
 
+MIN_REPEATS = 4
+"""...and only if each distinct value is seen this many times on average. A continuous output
+from a few hundred runs has few distinct values too, but none repeats: sets of such values fit
+the selection sample and hold nothing on fresh runs, where they would crowd out the thresholds."""
+
+
+def _is_discrete(distinct: int, runs: int) -> bool:
+    return distinct <= MAX_CATEGORIES and MIN_REPEATS * distinct <= runs
+
+
 MAX_COORDINATES = 64
 """Vector outputs with at most this many coordinates also get per-coordinate thresholds."""
 
@@ -223,16 +233,18 @@ def choose_region(y0: Array, y1: Array, *, delta: float, alpha: float) -> tuple[
     if vector:
         flat = np.concatenate([y0, y1]).reshape(y0.shape[0] + y1.shape[0], -1)
         distinct = np.unique(flat, axis=0).shape[0] if flat.shape[0] else 0
-        if distinct <= MAX_CATEGORIES or not numeric:
+        discrete = _is_discrete(distinct, flat.shape[0])
+        if discrete or not numeric:
             _discrete(y0, y1, scorer, rows=True)
-        if distinct > MAX_CATEGORIES and numeric:
+        if not discrete and numeric:
             _vector(y0, y1, scorer)
     else:
         y0, y1 = y0.reshape(-1), y1.reshape(-1)
         if not numeric:
             _discrete(y0, y1, scorer, rows=False)
         else:
-            if np.unique(np.concatenate([y0, y1])).size <= MAX_CATEGORIES:
+            distinct = np.unique(np.concatenate([y0, y1])).size
+            if _is_discrete(distinct, y0.size + y1.size):
                 _discrete(y0, y1, scorer, rows=False)
             _scalar(y0, y1, scorer)
     if scorer.best is None:
