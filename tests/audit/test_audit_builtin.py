@@ -8,10 +8,11 @@ the outcome reproducible). The negative controls in test_audit_lower_bound.py sh
 machinery does catch real bugs at these sample sizes.
 
 Runs per dataset: 50_000 for the batched additive-noise mechanisms and randomized response,
-20_000 for the selection mechanisms, 1_000 for the sparse vector, 6_000 for the median and
-quantile, and 100-600 for the other statistics (they and the sparse vector are audited one public
-call at a time, at 0.2-40 ms a call; see docs/audit.md). Statistics are audited at ε = 0.5 and 2,
-the slowest ones at ε = 1 only.
+20_000 for the selection mechanisms, 1_000 for the sparse vector, 10_000 for the median and
+quantile, 3_000 for count, sum, histogram and bounds, 2_000 for the mean, and 400-1_000 for the
+slower statistics (0.07-2.5 ms a call, one public call per run; see docs/audit.md). Statistics are
+audited at ε = 0.5 and 2, the slowest ones at ε = 1 only. The pure-ε statistics must also show
+power at ε = 2 (``POWER``), so the audit can fail in both directions.
 """
 
 from __future__ import annotations
