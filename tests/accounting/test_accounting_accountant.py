@@ -21,6 +21,7 @@ from dpkit.accounting import (
     SelfComposedEvent,
     ZCDPEvent,
     compose,
+    epsilon_of,
 )
 from dpkit.errors import BudgetExceededError, PrivacyParameterError
 
@@ -75,7 +76,7 @@ def test_zcdp_budget() -> None:
 def test_approx_budget_uses_zcdp_for_gaussians() -> None:
     # 20 Gaussians of σ = 25: one at a time each costs ≥ ε(δ/20)…; the zCDP filter pays
     # ρ = 20/(2·625) and converts once (Canonne, Kamath & Steinke 2020).
-    acct = Accountant(ApproxDP(epsilon=1.0, delta=1e-6))
+    acct = Accountant(ApproxDP(epsilon=1.0, delta=1e-6), method="zcdp")
     for _ in range(20):
         acct.charge(GaussianEvent(sigma=25.0))
     spent = acct.spent
@@ -88,21 +89,41 @@ def test_approx_budget_uses_zcdp_for_gaussians() -> None:
     assert math.fsum(e.rho for e in acct.ledger) == pytest.approx(20 / 1250)
 
 
-def test_approx_budget_mixes_currencies() -> None:
-    acct = Accountant(ApproxDP(epsilon=2.0, delta=1e-6))
+def test_approx_budget_basic_mixes_event_kinds() -> None:
+    acct = Accountant(ApproxDP(epsilon=3.0, delta=1e-6))
     acct.charge(LaplaceEvent(scale=2.0))  # pure, 0.5
     acct.charge(ApproxDPEvent(epsilon=0.5, delta=1e-7))
-    acct.charge(GaussianEvent(sigma=10.0))
+    acct.charge(GaussianEvent(sigma=10.0))  # a curve, paid at event_delta = budget δ / 10
     sub = PoissonSubsampledEvent(GaussianEvent(sigma=2.0), sampling_rate=0.01)
     acct.charge(SelfComposedEvent(sub, count=10))
     spent = acct.spent
     assert isinstance(spent, ApproxDP)
-    assert spent.epsilon <= 2.0 and spent.delta <= 1e-6
+    assert spent.epsilon <= 3.0 and spent.delta <= 1e-6
     entries = acct.ledger
-    assert entries[0].epsilon == pytest.approx(0.5) and entries[0].rho == 0
+    assert entries[0].epsilon == pytest.approx(0.5) and entries[0].delta == 0
     assert entries[1].delta == pytest.approx(1e-7)
-    assert entries[2].rho == pytest.approx(1 / 200)
-    assert entries[3].delta == pytest.approx(1e-7)  # event_delta = budget δ / 10
+    assert entries[2].delta == pytest.approx(1e-7) and entries[2].rho == 0
+    assert entries[2].epsilon == pytest.approx(epsilon_of(GaussianEvent(sigma=10.0), delta=1e-7))
+    assert entries[3].delta == pytest.approx(1e-7)
+    assert spent.epsilon == pytest.approx(math.fsum(e.epsilon for e in entries))
+
+
+def test_zcdp_filters_pay_every_event_in_rho() -> None:
+    """One filter, one currency: a pure event is not free under a zCDP budget (ρ = ε²/2)."""
+    z = Accountant(ZCDP(rho=0.01))
+    z.charge(LaplaceEvent(scale=10.0))  # ε = 0.1 → ρ = 0.005
+    assert z.spent.rho == pytest.approx(0.005)  # type: ignore[attr-defined]
+    with pytest.raises(BudgetExceededError):
+        z.charge(LaplaceEvent(scale=0.1))  # ε = 10
+    approx = Accountant(ApproxDP(epsilon=1.0, delta=1e-6), method="zcdp")
+    approx.charge(LaplaceEvent(scale=10.0))
+    assert approx.ledger[-1].rho == pytest.approx(0.005) and approx.ledger[-1].epsilon == 0
+    with pytest.raises(PrivacyParameterError, match="zCDP"):
+        approx.charge(ApproxDPEvent(epsilon=0.1, delta=1e-8))
+    for acct in (z, approx):
+        with pytest.raises(BudgetExceededError):
+            for _ in range(1000):
+                acct.charge(LaplaceEvent(scale=0.5))
 
 
 def test_split() -> None:
@@ -152,7 +173,7 @@ def test_32_threads_never_overspend() -> None:
 
 
 def test_32_threads_zcdp_filter() -> None:
-    acct = Accountant(ApproxDP(epsilon=1.0, delta=1e-6))
+    acct = Accountant(ApproxDP(epsilon=1.0, delta=1e-6), method="zcdp")
     barrier = threading.Barrier(32)
 
     def worker() -> None:

@@ -53,9 +53,9 @@ def test_bad_hint_is_refused_and_nothing_charged() -> None:
     assert acct.ledger == ()
 
 
-def test_many_small_gaussians_still_use_zcdp() -> None:
-    # Same figure as the Accountant docstring before the curve route existed.
-    z = Accountant(ApproxDP(epsilon=1.0, delta=1e-6))
+def test_many_small_gaussians_use_zcdp_when_asked() -> None:
+    # Same figure as the Accountant docstring: one zCDP filter, converted once.
+    z = Accountant(ApproxDP(epsilon=1.0, delta=1e-6), method="zcdp")
     for _ in range(20):
         z.charge(GaussianEvent(sigma=25.0), delta=1e-6)
     assert round(z.spent.epsilon, 3) == 0.799
@@ -70,11 +70,10 @@ def test_pure_then_gaussian() -> None:
     assert not acct.can_afford(LaplaceEvent(scale=1e6))
 
 
-def test_zcdp_preferred_when_it_fits() -> None:
-    # With room to spare the Gaussian goes to zCDP (keeping δ for later Gaussians); the curve
-    # route is only the fallback when no currency fits.
+def test_basic_pays_the_calibrated_delta_and_leaves_the_rest() -> None:
+    # A Gaussian calibrated at (1, 1e-5) costs exactly that, leaving ε = 0.5 for a pure query.
     acct = Accountant(ApproxDP(epsilon=1.5, delta=1e-5))
     acct.charge(_exact_gaussian(1.0, 1e-5), delta=1e-5)
-    assert acct.ledger[-1].rho > 0 and acct.ledger[-1].delta == 0
-    acct.charge(LaplaceEvent(scale=4.0))
-    assert acct.spent.epsilon <= 1.5
+    assert acct.ledger[-1].delta == 1e-5 and acct.ledger[-1].epsilon <= 1.0
+    acct.charge(LaplaceEvent(scale=2.0))
+    assert acct.spent.epsilon <= 1.5 * (1 + 1e-12)

@@ -169,3 +169,11 @@ def test_mechanisms_are_immutable() -> None:
     with pytest.raises(AttributeError):
         lap.epsilon = 10.0  # type: ignore[misc]
     assert Laplace(epsilon=1.0) == lap  # value objects
+
+
+def test_unsampleable_noise_is_refused_at_construction() -> None:
+    """A σ beyond the exact sampler's range must fail before any charge, not at release."""
+    with pytest.raises(PrivacyParameterError, match="too large"):
+        DiscreteGaussian(rho=1e-16)
+    with pytest.raises(PrivacyParameterError, match="too large"):
+        Geometric(epsilon=1e-17, sensitivity=1)

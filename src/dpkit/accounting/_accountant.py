@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from dpkit._checks import check_delta
-from dpkit.accounting._bounds import approx_bound, pure_epsilon, zcdp_rho
-from dpkit.accounting._compose import compose, epsilon_of
-from dpkit.accounting._events import ApproxDPEvent, Event, SelfComposedEvent, flatten
+from dpkit.accounting._bounds import pure_epsilon, zcdp_rho
+from dpkit.accounting._compose import epsilon_of
+from dpkit.accounting._events import ApproxDPEvent, Event, flatten
 from dpkit.accounting._guarantees import ZCDP, ApproxDP, Guarantee, PureDP, _unchecked, zcdp_epsilon
 from dpkit.errors import BudgetExceededError, PrivacyParameterError
 
@@ -42,6 +42,25 @@ class _State:
     rho: Fraction
 
 
+_Plan = tuple[_State, LedgerEntry]
+
+
+def _rho_for(epsilon: float, delta: float) -> float:
+    """The largest ρ (to 1e-12 relative, rounded down) whose CKS conversion is within (ε, δ)."""
+    lo, hi = 0.0, epsilon
+    while zcdp_epsilon(hi, delta) <= epsilon:  # pragma: no cover - ε(ρ) ≥ ρ, so never
+        hi *= 2
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if zcdp_epsilon(mid, delta) <= epsilon:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-13 * hi:
+            break
+    return lo
+
+
 class Accountant:
     """A privacy filter: records charges and refuses any that would exceed the budget.
 
@@ -50,50 +69,42 @@ class Accountant:
     budget : PureDP | ApproxDP | ZCDP
         The total guarantee the interaction must keep.
     method : {"auto", "basic", "zcdp"}
-        How charges are combined (see below). ``"auto"`` is ``"basic"`` for a :class:`PureDP`
-        budget and ``"zcdp"`` otherwise.
+        How charges are combined (see below). ``"auto"`` is ``"basic"`` for :class:`PureDP` and
+        :class:`ApproxDP` budgets and ``"zcdp"`` for :class:`ZCDP` budgets.
     event_delta : float, optional
-        For an :class:`ApproxDP` budget, the δ at which an event with no pure or zCDP bound (e.g.
-        a Poisson-subsampled Gaussian, or any event under ``method="basic"``) is converted to
-        (ε, δ); default ``budget.delta / 10``.
+        For an :class:`ApproxDP` budget with ``method="basic"``, the δ_i at which an event with
+        a privacy curve (a Gaussian, a subsampled mechanism…) is paid as (ε(δ_i), δ_i) when the
+        caller gives no δ of its own; default ``budget.delta / 10``.
 
     Notes
     -----
     Privacy guarantee. The whole interaction, with every query chosen after seeing the answers to
-    earlier ones, satisfies ``budget``:
+    earlier ones, satisfies ``budget``. Each mode is one privacy filter with a budget fixed when
+    the accountant is built, which is what makes it valid under fully adaptive composition:
 
-    * :class:`PureDP` budget — ε's add (basic composition). With adaptively chosen ε_i this is
-      the basic-composition privacy filter of Rogers, Roth, Ullman & Vadhan (2016, Theorem 3.1).
-    * :class:`ZCDP` budget — ρ's add; the zCDP filter: for every order α the Rényi filter of
-      Feldman & Zrnic (2021, Theorem 3.1) applies with budget αρ (see also Whitehouse, Ramdas,
-      Rogers & Wu 2023), so the interaction is ρ-zCDP.
-    * :class:`ApproxDP` budget, ``method="zcdp"`` — three currencies: pure ε_p (basic sum), zCDP
-      ρ and a δ_a spent by (ε, δ) events. The interaction is (ε_p + ε_ρ, δ)-DP with
-      ε_ρ = CKS(ρ, δ - δ_a) (Canonne, Kamath & Steinke 2020, Cor. 13): the δ_a part follows from
-      the decomposition of (ε, δ)-DP mechanisms and a union bound (Kairouz, Oh & Viswanath 2015;
-      Bun & Steinke 2016, §8), the pure losses are bounded by ε_p pointwise, and what remains is a
-      zCDP filter. Each event is charged in whichever currency makes the total smallest at that
-      moment (a choice made from past charges only, never from data). Gaussian events are thus
-      accounted by zCDP at the end rather than converted to (ε, δ) one by one, which is much
-      tighter for many of them; a handful of pure charges (ε/6 for each of six sums) still add up
-      exactly.
-
-      When no currency can pay for an event that has a privacy curve (a Gaussian calibrated
-      exactly to the whole budget is refused by the lossy zCDP→(ε, δ) conversion), the whole
-      event may instead be paid in the (ε, δ) currency as ``(ε(δ_i), δ_i)``, with ε(δ_i) its
-      tightest ε at δ_i (:func:`~dpkit.accounting.epsilon_of`) and δ_i the smallest-total-ε
-      feasible choice among: the caller's hint (``charge(..., delta=)``, the δ the mechanism was
-      calibrated for), ``event_delta`` and all the δ still unspent. δ_i depends only on the
-      event, the hint and past charges, never on data, so this is a basic-composition filter with
-      adaptively chosen (ε_i, δ_i) (Rogers, Roth, Ullman & Vadhan 2016, Theorem 3.1) for the δ_a
-      part, and the zCDP part keeps its guarantee at δ − δ_a as before. zCDP stays preferred
-      whenever it fits, so many small Gaussians are still accounted tightly.
-    * :class:`ApproxDP` budget, ``method="basic"`` — ε's and δ's add (Dwork et al. 2006 as a
-      filter: Rogers et al. 2016).
+    * :class:`PureDP` budget — ε's add: the basic-composition filter of Rogers, Roth, Ullman &
+      Vadhan (2016, Theorem 3.1).
+    * :class:`ApproxDP` budget, ``method="basic"`` (default) — each charge costs (ε_i, δ_i) and
+      both add; the same filter theorem holds with adaptively chosen (ε_i, δ_i). A pure event
+      costs (ε, 0), an (ε, δ) event what it says, and an event with a privacy curve costs
+      (ε(δ_i), δ_i) with ε(δ_i) its tightest ε (:func:`~dpkit.accounting.epsilon_of`) and δ_i,
+      in order of preference: the δ the caller calibrated for (``charge(..., delta=)``; dpkit's
+      mechanisms and statistics pass it), ``event_delta``, then all the δ still unspent — the
+      first that fits. δ_i depends only on the event and past charges, never on data. A
+      statistic made of several parts is paid as one event, its parts composed tightly. A
+      Gaussian calibrated to (ε, δ) fits an (ε, δ) budget exactly; six sums at ε/6 fit ε.
+    * :class:`ApproxDP` budget, ``method="zcdp"`` — one zCDP filter with the fixed budget
+      ρ* = the largest ρ whose Canonne–Kamath–Steinke (2020, Cor. 13) conversion gives
+      (ε, δ); every event is paid in ρ (pure ε as ε²/2, the exponential mechanism as ε²/8 —
+      Cesar & Rogers 2021). Many Gaussians compose far more tightly this way; events with no
+      zCDP bound (an (ε, δ) event, a subsampled Gaussian) are refused.
+    * :class:`ZCDP` budget — ρ's add, every event paid in ρ: the Rényi filter of Feldman & Zrnic
+      (2021, Theorem 3.1) at every order α (see also Whitehouse, Ramdas, Rogers & Wu 2023).
 
     ``charge`` is atomic and thread-safe: either the whole event fits and is recorded, or
     :class:`~dpkit.errors.BudgetExceededError` is raised and nothing changes. Budgets are compared
-    with a relative slack of 1e-12 so that n charges of ε/n fit.
+    with a relative slack of 1e-12 so that n charges of ε/n fit although ε/n is rounded to
+    binary: the interaction's guarantee is the budget to within that relative 1e-12.
 
     Examples
     --------
@@ -105,7 +116,7 @@ class Accountant:
     1.0
     >>> acct.can_afford(LaplaceEvent(scale=100.0))
     False
-    >>> z = Accountant(ApproxDP(epsilon=1.0, delta=1e-6))
+    >>> z = Accountant(ApproxDP(epsilon=1.0, delta=1e-6), method="zcdp")
     >>> for _ in range(20):
     ...     z.charge(GaussianEvent(sigma=25.0))
     >>> round(z.spent.epsilon, 3)
@@ -131,10 +142,17 @@ class Accountant:
                 f"{allowed[type(budget)]}, got {method!r}."
             )
         if method == "auto":
-            method = "basic" if isinstance(budget, PureDP) else "zcdp"
+            method = "zcdp" if isinstance(budget, ZCDP) else "basic"
         self._budget = budget
         self._method = method
+        self._rho_max = budget.rho if isinstance(budget, ZCDP) else 0.0
         if isinstance(budget, ApproxDP):
+            if budget.delta == 0 and method == "zcdp":
+                raise PrivacyParameterError(
+                    "method='zcdp' needs delta > 0 in the budget; use method='basic' for pure ε."
+                )
+            if method == "zcdp":
+                self._rho_max = _rho_for(budget.epsilon, budget.delta)
             if event_delta is None:
                 event_delta = budget.delta / 10
             elif not (0 < float(event_delta) <= budget.delta):
@@ -152,26 +170,26 @@ class Accountant:
         """The total budget."""
         return self._budget
 
+    @property
+    def method(self) -> str:
+        """How charges are combined: ``"basic"`` or ``"zcdp"``."""
+        return self._method
+
     def _spent_of(self, s: _State) -> tuple[float, float, float]:
         """(ε, δ, ρ) spent in state ``s``."""
         b = self._budget
-        if isinstance(b, ApproxDP) and s.rho > 0:
-            rest = b.delta - float(s.delta)
-            eps_rho = zcdp_epsilon(float(s.rho), rest) if rest > 0 else math.inf
-            return float(s.eps) + eps_rho, b.delta, float(s.rho)
+        if isinstance(b, ApproxDP) and self._method == "zcdp":
+            if s.rho == 0:
+                return 0.0, 0.0, 0.0
+            return min(zcdp_epsilon(float(s.rho), b.delta), b.epsilon), b.delta, float(s.rho)
         return float(s.eps), float(s.delta), float(s.rho)
 
     def _fits(self, s: _State) -> bool:
         b = self._budget
-        eps, _, rho = self._spent_of(s)
-        if isinstance(b, ZCDP):
-            return rho <= b.rho * (1 + _SLACK)
-        if isinstance(b, PureDP):
-            return eps <= b.epsilon * (1 + _SLACK)
-        ok_delta = (
-            float(s.delta) < b.delta if s.rho > 0 else float(s.delta) <= b.delta * (1 + _SLACK)
-        )
-        return ok_delta and eps <= b.epsilon * (1 + _SLACK)
+        if self._method == "zcdp":
+            return float(s.rho) <= self._rho_max * (1 + _SLACK)
+        ok_eps = float(s.eps) <= b.epsilon * (1 + _SLACK)  # type: ignore[union-attr]
+        return ok_eps and float(s.delta) <= getattr(b, "delta", 0.0) * (1 + _SLACK)
 
     @property
     def spent(self) -> Guarantee:
@@ -187,16 +205,20 @@ class Accountant:
     @property
     def remaining(self) -> Guarantee:
         """Budget minus spent, component by component (floored at zero)."""
-        spent = self.spent
+        eps, delta, rho = self._remaining_of(self.spent)
         b = self._budget
         if isinstance(b, ZCDP):
-            return _unchecked(ZCDP, rho=max(0.0, b.rho - spent.rho))  # type: ignore[attr-defined]
+            return _unchecked(ZCDP, rho=rho)
         if isinstance(b, PureDP):
-            return _unchecked(PureDP, epsilon=max(0.0, b.epsilon - spent.epsilon))  # type: ignore[attr-defined]
-        return _unchecked(
-            ApproxDP,
-            epsilon=max(0.0, b.epsilon - spent.epsilon),  # type: ignore[attr-defined]
-            delta=max(0.0, b.delta - spent.delta),  # type: ignore[attr-defined]
+            return _unchecked(PureDP, epsilon=eps)
+        return _unchecked(ApproxDP, epsilon=eps, delta=delta)
+
+    def _remaining_of(self, spent: Guarantee) -> tuple[float, float, float]:
+        b = self._budget
+        return (
+            max(0.0, getattr(b, "epsilon", 0.0) - getattr(spent, "epsilon", 0.0)),
+            max(0.0, getattr(b, "delta", 0.0) - getattr(spent, "delta", 0.0)),
+            max(0.0, getattr(b, "rho", 0.0) - getattr(spent, "rho", 0.0)),
         )
 
     @property
@@ -206,104 +228,66 @@ class Accountant:
             return tuple(self._ledger)
 
     # -- charging ----------------------------------------------------------------------------
-    def _options(self, event: Event, count: int) -> list[tuple[Fraction, Fraction, Fraction]]:
-        """The ways (ε, δ, ρ) one leaf event repeated ``count`` times can be paid for."""
-        b = self._budget
-        out: list[tuple[Fraction, Fraction, Fraction]] = []
-        pe = pure_epsilon(event)
-        if pe is not None:
-            out.append((count * Fraction(pe), Fraction(0), Fraction(0)))
-        if isinstance(b, ZCDP) or (isinstance(b, ApproxDP) and self._method == "zcdp"):
-            r = zcdp_rho(event)
-            if r is not None:
-                out.append((Fraction(0), Fraction(0), count * Fraction(r)))
-        if isinstance(b, ApproxDP):
-            if isinstance(event, ApproxDPEvent):
-                out.append(
-                    (count * Fraction(event.epsilon), count * Fraction(event.delta), Fraction(0))
+    def _cost_in_rho(self, event: Event) -> Fraction:
+        total = Fraction(0)
+        for leaf, count in flatten(event):
+            r = zcdp_rho(leaf)
+            if r is None:
+                raise PrivacyParameterError(
+                    f"{type(leaf).__name__} has no zCDP bound ({leaf!r}); use an ApproxDP budget "
+                    "with method='basic'."
                 )
-            elif (pe is None and not out) or (self._method == "basic" and pe is None):
-                target = SelfComposedEvent(event, count=count) if count > 1 else event
-                bound = approx_bound(event, self._event_delta) if count == 1 else None
-                if bound is None:
-                    eps = compose(target).epsilon(self._event_delta)
-                    bound = (eps, self._event_delta)
-                if math.isfinite(bound[0]):
-                    out.append((Fraction(bound[0]), Fraction(bound[1]), Fraction(0)))
-        return out
+            total += count * Fraction(r)
+        return total
 
-    def _curve_plan(
-        self, event: Event, hint: float | None
-    ) -> tuple[_State, list[LedgerEntry]] | None:
-        """Pay the whole ``event`` as (ε(δ_i), δ_i) for the best feasible candidate δ_i."""
-        b = self._budget
-        if not isinstance(b, ApproxDP):
-            return None
-        s = self._state
-        rest = b.delta - float(s.delta)
-        candidates = {self._event_delta, rest}
-        if hint is not None:
-            candidates.add(hint)
-        best: tuple[float, _State, float, float] | None = None
-        for d in sorted(candidates):
-            if not 0 < d <= rest:
-                continue
-            try:
-                eps = epsilon_of(event, delta=d)
-            except PrivacyParameterError:
-                continue
-            if not math.isfinite(eps):
-                continue
-            cand = _State(s.eps + Fraction(eps), s.delta + Fraction(d), s.rho)
-            if not self._fits(cand):
-                continue
-            cost = self._spent_of(cand)[0]
-            if best is None or cost < best[0]:
-                best = (cost, cand, eps, d)
-        if best is None:
-            return None
-        return best[1], [LedgerEntry(event, None, best[2], best[3], 0.0)]
+    def _pure_cost(self, event: Event) -> Fraction | None:
+        total = Fraction(0)
+        for leaf, count in flatten(event):
+            pe = pure_epsilon(leaf)
+            if pe is None:
+                return None
+            total += count * Fraction(pe)
+        return total
 
-    def _plan(
-        self, event: Event, hint: float | None = None
-    ) -> tuple[_State, list[LedgerEntry]] | None:
+    def _plan(self, event: Event, hint: float | None) -> _Plan | None:
+        """The state after paying ``event`` and its cost, or None if it does not fit."""
         if not isinstance(event, Event):
             raise PrivacyParameterError(f"charge needs an Event, got {type(event).__name__}.")
-        plan = self._leaf_plan(event)
-        if plan is None:
-            plan = self._curve_plan(event, hint)
-        return plan
-
-    def _leaf_plan(self, event: Event) -> tuple[_State, list[LedgerEntry]] | None:
         s = self._state
-        parts: list[LedgerEntry] = []
-        for leaf, count in flatten(event):
-            options = self._options(leaf, count)
-            if not options:
-                kind = type(self._budget).__name__
-                raise PrivacyParameterError(
-                    f"{type(leaf).__name__} has no guarantee a {kind} budget can pay for "
-                    f"({leaf!r}); use an ApproxDP or ZCDP budget, or a pure-DP mechanism."
-                )
-            best: tuple[float, _State, tuple[Fraction, Fraction, Fraction]] | None = None
-            for opt in options:
-                cand = _State(s.eps + opt[0], s.delta + opt[1], s.rho + opt[2])
-                if not self._fits(cand):
-                    continue
-                cost = (
-                    self._spent_of(cand)[0]
-                    if not isinstance(self._budget, ZCDP)
-                    else float(cand.rho)
-                )
-                if best is None or cost < best[0]:
-                    best = (cost, cand, opt)
-            if best is None:
-                return None
-            s = best[1]
-            parts.append(
-                LedgerEntry(leaf, None, float(best[2][0]), float(best[2][1]), float(best[2][2]))
+        if self._method == "zcdp":
+            rho = self._cost_in_rho(event)
+            return self._if_fits(event, _State(s.eps, s.delta, s.rho + rho), 0, 0.0, rho)
+        pure = self._pure_cost(event)
+        if pure is not None:
+            return self._if_fits(event, _State(s.eps + pure, s.delta, s.rho), pure, 0.0, 0)
+        if isinstance(self._budget, PureDP):
+            raise PrivacyParameterError(
+                f"{event!r} is not pure ε-DP, so a PureDP budget cannot pay for it; use an "
+                "ApproxDP or ZCDP budget, or a pure-DP mechanism."
             )
-        return s, parts
+        if isinstance(event, ApproxDPEvent):
+            ed = Fraction(event.delta)
+            cand = _State(s.eps + Fraction(event.epsilon), s.delta + ed, s.rho)
+            return self._if_fits(event, cand, Fraction(event.epsilon), float(ed), 0)
+        rest = self._budget.delta - float(s.delta)  # type: ignore[union-attr]
+        for d in (hint, self._event_delta, rest):
+            if d is None or not 0 < d <= rest * (1 + _SLACK):
+                continue
+            eps = epsilon_of(event, delta=min(d, rest))
+            if not math.isfinite(eps):
+                continue
+            cand = _State(s.eps + Fraction(eps), s.delta + Fraction(min(d, rest)), s.rho)
+            entry = self._if_fits(event, cand, Fraction(eps), min(d, rest), 0)
+            if entry is not None:
+                return entry
+        return None
+
+    def _if_fits(
+        self, event: Event, cand: _State, eps: Fraction | int, delta: float, rho: Fraction | int
+    ) -> _Plan | None:
+        if not self._fits(cand):
+            return None
+        return cand, LedgerEntry(event, None, float(eps), float(delta), float(rho))
 
     def can_afford(self, event: Event, *, delta: float | None = None) -> bool:
         """Whether ``event`` would fit in the remaining budget now (``delta``: as in charge)."""
@@ -327,8 +311,9 @@ class Accountant:
         label : str, optional
             Recorded in the ledger.
         delta : float, optional
-            The δ the mechanism was calibrated for. Under an :class:`ApproxDP` budget it is one of
-            the δ at which an event that no currency can pay for may be paid as (ε(δ), δ).
+            The δ the mechanism was calibrated for. Under an :class:`ApproxDP` budget with
+            ``method="basic"``, an event with a privacy curve is paid as (ε(δ), δ) at this δ
+            first.
 
         Raises
         ------
@@ -350,12 +335,8 @@ class Accountant:
                     requested=event,
                     remaining=self._remaining_unlocked(),
                 )
-            state, parts = plan
-            self._state = state
-            eps = math.fsum(p.epsilon for p in parts)
-            delta = math.fsum(p.delta for p in parts)
-            rho = math.fsum(p.rho for p in parts)
-            self._ledger.append(LedgerEntry(event, label, eps, delta, rho))
+            self._state, entry = plan
+            self._ledger.append(LedgerEntry(event, label, entry.epsilon, entry.delta, entry.rho))
 
     def _remaining_unlocked(self) -> tuple[float, float, float]:
         eps, delta, rho = self._spent_of(self._state)
@@ -383,41 +364,29 @@ class Accountant:
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise PrivacyParameterError(f"n must be a positive integer, got {n!r}.")
         with self._lock:
-            eps_r, delta_r, rho_r = self._remaining_unlocked()
-            b = self._budget
-            if isinstance(b, ZCDP):
-                if rho_r <= 0:
-                    raise BudgetExceededError(
-                        "no budget left to split.", remaining=(eps_r, delta_r, rho_r)
-                    )
-                children = [Accountant(ZCDP(rho=rho_r / n)) for _ in range(n)]
-                add = _State(Fraction(0), Fraction(0), Fraction(rho_r))
-            else:
-                if eps_r <= 0:
-                    raise BudgetExceededError(
-                        "no budget left to split.", remaining=(eps_r, delta_r, rho_r)
-                    )
-                if isinstance(b, PureDP):
-                    children = [Accountant(PureDP(epsilon=eps_r / n)) for _ in range(n)]
-                else:
-                    children = [
-                        Accountant(
-                            ApproxDP(epsilon=eps_r / n, delta=delta_r / n), method=self._method
-                        )
-                        for _ in range(n)
-                    ]
-                add = _State(Fraction(eps_r), Fraction(delta_r), Fraction(0))
             s = self._state
-            self._state = _State(s.eps + add.eps, s.delta + add.delta, s.rho + add.rho)
-            self._ledger.append(
-                LedgerEntry(
-                    None,
-                    label,
-                    eps_r if not isinstance(b, ZCDP) else 0.0,
-                    delta_r if isinstance(b, ApproxDP) else 0.0,
-                    rho_r if isinstance(b, ZCDP) else 0.0,
-                )
-            )
+            if self._method == "zcdp":
+                rho_r = max(0.0, self._rho_max - float(s.rho))
+                if rho_r <= 0:
+                    raise BudgetExceededError("no budget left to split.", remaining=rho_r)
+                # children are zCDP filters whose ρ add up to what is left (concurrent
+                # composition, Lyu 2022), so the whole stays within ρ* and hence the budget
+                children = [Accountant(ZCDP(rho=rho_r / n)) for _ in range(n)]
+                self._state = _State(s.eps, s.delta, s.rho + Fraction(rho_r))
+                self._ledger.append(LedgerEntry(None, label, 0.0, 0.0, rho_r))
+                return children
+            eps_r, delta_r, _ = self._remaining_unlocked()
+            if eps_r <= 0:
+                raise BudgetExceededError("no budget left to split.", remaining=eps_r)
+            b = self._budget
+            if isinstance(b, PureDP):
+                children = [Accountant(PureDP(epsilon=eps_r / n)) for _ in range(n)]
+            else:
+                children = [
+                    Accountant(ApproxDP(epsilon=eps_r / n, delta=delta_r / n)) for _ in range(n)
+                ]
+            self._state = _State(s.eps + Fraction(eps_r), s.delta + Fraction(delta_r), s.rho)
+            self._ledger.append(LedgerEntry(None, label, eps_r, delta_r, 0.0))
             return children
 
     def __repr__(self) -> str:

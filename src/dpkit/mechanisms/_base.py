@@ -8,6 +8,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from dpkit.accounting import Accountant
 from dpkit.errors import DataError, PrivacyParameterError
 
 __all__ = [
@@ -35,11 +36,19 @@ class SupportsCharge(Protocol):
     def charge(self, event: Any, *, label: str | None = None) -> Any: ...
 
 
-def charge(accountant: SupportsCharge | None, event: object, label: str | None) -> None:
+def charge(
+    accountant: SupportsCharge | None,
+    event: object,
+    label: str | None,
+    *,
+    delta: float | None = None,
+) -> None:
     """Charge ``event`` to ``accountant`` (if any) *before* anything is released.
 
     The accountant raises :class:`~dpkit.errors.BudgetExceededError` when the charge would
-    overspend; the exception propagates and the caller releases nothing.
+    overspend; the exception propagates and the caller releases nothing. ``delta`` is the δ the
+    release was calibrated for, passed on to a :class:`dpkit.accounting.Accountant` so that an
+    (ε, δ) budget pays exactly (ε, δ) for it.
     """
     if accountant is None:
         return
@@ -48,7 +57,10 @@ def charge(accountant: SupportsCharge | None, event: object, label: str | None) 
             f"accountant must have a charge(event, label=...) method (e.g. dpkit.accounting."
             f"Accountant), got {type(accountant).__name__}."
         )
-    accountant.charge(event, label=label)
+    if delta and isinstance(accountant, Accountant):
+        accountant.charge(event, label=label, delta=delta)  # type: ignore[arg-type]
+    else:
+        accountant.charge(event, label=label)
 
 
 def as_shape(shape: object) -> tuple[int, ...]:

@@ -6,12 +6,14 @@ import math
 from dataclasses import dataclass, field
 
 from dpkit._checks import check_delta, check_epsilon, check_positive
-from dpkit.accounting import Accountant, DiscreteGaussianEvent, epsilon_of, gaussian_sigma
+from dpkit.accounting import DiscreteGaussianEvent, epsilon_of, gaussian_sigma
 from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms._base import IntArray, SupportsCharge, as_shape, charge, check_int_value
 from dpkit.mechanisms._geometric import add_integer_noise
 from dpkit.mechanisms._tails import check_alpha, discrete_gaussian_quantile
 from dpkit.noise import discrete_gaussian
+from dpkit.noise._discrete import DGAUSS_MAX_NUMERATOR
+from dpkit.noise._scales import rational_at_least
 from dpkit.random import RNGLike, as_generator
 
 __all__ = ["DiscreteGaussian"]
@@ -132,6 +134,8 @@ class DiscreteGaussian:
         object.__setattr__(self, "sensitivity", sens)
         shape = as_shape(self.shape)
         object.__setattr__(self, "shape", shape)
+        # refuse a σ the exact sampler cannot draw now, not after a charge at release time
+        rational_at_least(sigma, "sigma", max_numerator=DGAUSS_MAX_NUMERATOR)
         object.__setattr__(self, "sigma", sigma)
         event = DiscreteGaussianEvent(
             sigma=sigma, sensitivity=sens, dimension=max(1, math.prod(shape))
@@ -165,10 +169,7 @@ class DiscreteGaussian:
         """
         x = check_int_value(value, self.shape)
         gen = as_generator(rng)
-        if isinstance(accountant, Accountant) and self.delta is not None:
-            accountant.charge(self.event, label=label, delta=self.delta)
-        else:
-            charge(accountant, self.event, label)
+        charge(accountant, self.event, label, delta=self.delta)
         scalar = self.shape == ()
         noise = discrete_gaussian(self.sigma, None if scalar else self.shape, rng=gen)
         return add_integer_noise(x, noise, scalar)

@@ -8,7 +8,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 from dpkit._checks import check_delta, check_epsilon, check_positive
-from dpkit.accounting import Accountant, DiscreteGaussianEvent, epsilon_of, gaussian_sigma
+from dpkit.accounting import DiscreteGaussianEvent, epsilon_of, gaussian_sigma
 from dpkit.mechanisms._base import (
     FloatArray,
     SupportsCharge,
@@ -190,10 +190,7 @@ class Gaussian:
         """
         x = check_float_value(value, self.shape)
         gen = as_generator(rng)
-        if isinstance(accountant, Accountant):
-            accountant.charge(self.event, label=label, delta=self.delta)
-        else:
-            charge(accountant, self.event, label)
+        charge(accountant, self.event, label, delta=self.delta)
         return gaussian(x, self.sigma, grid=self.grid, rng=gen)
 
     def ci(self, alpha: float = 0.05) -> float:

@@ -20,6 +20,8 @@ from dpkit.mechanisms._base import (
 )
 from dpkit.mechanisms._tails import check_alpha, discrete_laplace_quantile
 from dpkit.noise import discrete_laplace
+from dpkit.noise._discrete import DLAP_MAX_NUMERATOR
+from dpkit.noise._scales import rational_at_least
 from dpkit.random import RNGLike, as_generator
 
 __all__ = ["DiscreteLaplace", "Geometric", "add_integer_noise"]
@@ -86,6 +88,9 @@ class Geometric:
         object.__setattr__(self, "epsilon", eps)
         object.__setattr__(self, "sensitivity", sens)
         object.__setattr__(self, "shape", as_shape(self.shape))
+        rational_at_least(
+            scale, "scale", max_numerator=DLAP_MAX_NUMERATOR
+        )  # refused before any charge
         object.__setattr__(self, "scale", scale)
         object.__setattr__(self, "event", DiscreteLaplaceEvent(scale=scale, sensitivity=sens))
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from dpkit._checks import check_delta, check_epsilon
-from dpkit.errors import PrivacyParameterError
+from dpkit.mechanisms._base import SupportsCharge, charge
 from dpkit.random import RNGLike
 from dpkit.stats._data import FloatArray
 from dpkit.stats._fixed import VALUE_BITS, exact_int_sum
@@ -33,26 +33,8 @@ UNIT = math.ldexp(1.0, VALUE_BITS)
 """Normalised per-record values in [-1, 1] are stored as integers ``rint(u · 2**36)``."""
 
 
-class SupportsCharge(Protocol):
-    """Anything with ``charge(event, label=...)`` that raises when the budget would be exceeded."""
-
-    def charge(self, event: Any, *, label: str | None = None) -> Any: ...
-
-
 def check_privacy(epsilon: object, delta: object) -> tuple[float, float]:
     return check_epsilon(epsilon), check_delta(delta)
-
-
-def charge(accountant: SupportsCharge | None, event: object, label: str) -> None:
-    """Charge before anything is released; a refusal propagates and nothing is released."""
-    if accountant is None:
-        return
-    if not hasattr(accountant, "charge"):
-        raise PrivacyParameterError(
-            f"accountant must have a charge(event, label=...) method (e.g. dpkit.accounting."
-            f"Accountant), got {type(accountant).__name__}."
-        )
-    accountant.charge(event, label=label)
 
 
 def normalise(x: FloatArray, bounds: tuple[float, float]) -> tuple[FloatArray, float, float]:
@@ -120,7 +102,7 @@ def release_parts(
     private under add/remove neighbours, and a sampling error computed from it would leak it.
     """
     pl = plan(parts, epsilon=epsilon, delta=delta)
-    charge(accountant, pl.event, statistic)
+    charge(accountant, pl.event, statistic, delta=delta)
     noisy = pl.draw(totals, rng)
     value = estimator(*noisy)
     sims = simulate_parts(pl.parts)

@@ -5,9 +5,17 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from fractions import Fraction
+from functools import lru_cache
 
 import numpy as np
 
+from dpkit.accounting import (
+    ComposedEvent,
+    DiscreteGaussianEvent,
+    Event,
+    calibrate,
+    gaussian_sigma,
+)
 from dpkit.errors import DataError
 from dpkit.noise import discrete_gaussian, discrete_laplace
 from dpkit.random import RNGLike, as_generator
@@ -15,10 +23,8 @@ from dpkit.stats._common import SupportsCharge, charge, check_privacy
 from dpkit.stats._data import FloatArray, as_matrix
 from dpkit.stats._events import (
     Neighbouring,
-    discrete_gaussian_event,
     discrete_laplace_event,
     is_replace,
-    sigma_for,
 )
 from dpkit.stats._noisy import Part, PartNoise
 from dpkit.stats._release import LinearNoise, Release
@@ -43,6 +49,33 @@ def _edges(bins: object, d: int) -> list[FloatArray]:
             raise DataError("bin edges must be strictly increasing.")
         out.append(arr)
     return out
+
+
+def _gaussian_event(sigma: float, replace: bool) -> Event:
+    """What discrete Gaussian noise on every count costs.
+
+    Add/remove changes one count by 1: the exact privacy loss of a scalar discrete Gaussian with
+    integer sensitivity 1. Replace moves one record between two bins: two such losses, composed
+    (the coordinates are independent), which is tighter than the ℓ2 = √2 zCDP bound.
+    """
+    one = DiscreteGaussianEvent(sigma=sigma, sensitivity=1)
+    return ComposedEvent(events=(one, one)) if replace else one
+
+
+@lru_cache(maxsize=256)
+def _gaussian_sigma(epsilon: float, delta: float, replace: bool) -> float:
+    """Smallest σ (to a relative 1e-7, never below it) with the histogram's event (ε, δ)-DP."""
+    start = gaussian_sigma(
+        epsilon=epsilon, delta=delta, sensitivity=math.sqrt(2.0) if replace else 1
+    )
+    return calibrate(
+        lambda s: _gaussian_event(s, replace),
+        epsilon=epsilon * (1.0 - 2.0**-40),
+        delta=delta,
+        lower=start / 2,
+        upper=start * 4,
+        tolerance=1e-7,
+    )
 
 
 def histogram(
@@ -84,11 +117,10 @@ def histogram(
         noise = PartNoise(Part("counts", 0, sens), 0, sens, "laplace", scale)
         event = discrete_laplace_event(scale=scale, sensitivity=sens)
     else:
-        l2 = math.sqrt(2.0) if replace else 1.0
-        sigma = Fraction(math.nextafter(sigma_for(epsilon=eps, delta=dlt) * l2, math.inf))
+        sigma = Fraction(_gaussian_sigma(eps, dlt, replace))
         noise = PartNoise(Part("counts", 0, 1), 0, 1, "gaussian", sigma)
-        event = discrete_gaussian_event(sigma=sigma, sensitivity=l2)  # type: ignore[arg-type]
-    charge(accountant, event, "histogram")
+        event = _gaussian_event(float(sigma), replace)
+    charge(accountant, event, "histogram", delta=dlt)
     gen = as_generator(rng)
     if noise.kind == "laplace":
         z = discrete_laplace(noise.scale, size=counts.shape, rng=gen)
