@@ -30,7 +30,7 @@ __all__ = [
 ]
 
 UNIT = math.ldexp(1.0, VALUE_BITS)
-"""Normalised per-record values in [-1, 1] are stored as integers ``rint(u · 2**36)``."""
+"""Normalised per-record values in [-1, 1] are stored as integers ``rint(u · 2**34)``."""
 
 
 def check_privacy(epsilon: object, delta: object) -> tuple[float, float]:
@@ -52,17 +52,17 @@ def normalise(x: FloatArray, bounds: tuple[float, float]) -> tuple[FloatArray, f
 
 
 def int_range(lo: float, hi: float) -> tuple[int, int]:
-    """Integer images ``rint(v · 2**36)`` of a per-record value range (monotone map)."""
+    """Integer images ``rint(v · 2**34)`` of a per-record value range (monotone map)."""
     return int(np.rint(lo * UNIT)), int(np.rint(hi * UNIT))
 
 
 def scaled_total(v: FloatArray) -> int:
-    """Exact ``Σ rint(v · 2**36)`` for per-record values ``|v| ≤ 1 + 2**-40``."""
+    """Exact ``Σ rint(v · 2**34)`` for per-record values ``|v| ≤ 1 + 2**-40``."""
     return exact_int_sum(np.rint(v * UNIT))
 
 
 def range_part(name: str, lo: int, hi: int, replace: bool, weight: float) -> Part:
-    """A sum of per-record integers in [lo, hi] (units 2**-36): its sensitivity per relation."""
+    """A sum of per-record integers in [lo, hi] (units 2**-34): its sensitivity per relation."""
     sens = hi - lo if replace else max(abs(lo), abs(hi))
     return Part(name, -VALUE_BITS, sens, weight)
 

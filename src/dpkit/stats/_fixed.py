@@ -3,11 +3,11 @@
 A float sum of clamped values is not what the privacy analysis assumes: its rounding errors
 depend on the order and the magnitudes of the other records, so one added record can move it by
 more than the claimed sensitivity (Casacuberta, Shoemate, Vadhan and Wagaman 2022, "Widespread
-underestimation of sensitivity in differentially private libraries"). dpkit maps each record to an
-integer ``t = rint(f(clip(x)) · 2**k)`` by a fixed per-record function, with ``|t| ≤ 2**36``, and
-adds the integers exactly:
+underestimation of sensitivity in differentially private libraries"). dpkit maps each record to
+an integer ``t = rint(f(clip(x)) · 2**k)`` by a fixed per-record function, with
+``|t| ≤ 2**34 + 1``, and adds the integers exactly:
 
-* a block of ``2**16`` such integers has ``|partial sum| ≤ 2**52``, so NumPy's float64 sum of the
+* a block of ``2**18`` such integers has ``|partial sum| < 2**53``, so NumPy's float64 sum of the
   block is exact whatever the order of additions (every partial sum is an integer below 2**53);
 * block sums are added as Python integers, which cannot overflow.
 
@@ -30,17 +30,18 @@ from dpkit.stats._data import FloatArray
 
 __all__ = ["BLOCK", "VALUE_BITS", "exact_int_sum", "fixed_sum", "power_exponent"]
 
-VALUE_BITS = 36
-"""Per-record fixed-point integers satisfy ``|t| ≤ 2**36``."""
+VALUE_BITS = 34
+"""Per-record fixed-point integers satisfy ``|t| ≤ 2**34 + 1``."""
 
-BLOCK = 1 << 16
-"""Records per block: ``2**16 · 2**36 = 2**52``, so a block's float64 sum of integers is exact."""
+BLOCK = 1 << 18
+"""Records per block: ``2**18 · (2**34 + 1) < 2**53``, so a block's float64 sum of integers is exact
+(and a block of 2 MiB is large enough that per-block overhead is small, small enough for cache)."""
 
 _THREADS_FROM = 1 << 21  # two threads (NumPy releases the GIL) pay off above ~2M records
 
 
 def power_exponent(bounds: tuple[float, float]) -> int:
-    """The k with ``max(|L|, |U|) · 2**k ≤ 2**36``, as large as possible (a power of two, exact)."""
+    """The k with ``max(|L|, |U|) · 2**k ≤ 2**34``, as large as possible (a power of two, exact)."""
     top = max(abs(bounds[0]), abs(bounds[1]))
     return VALUE_BITS - math.frexp(top)[1]
 
@@ -70,7 +71,7 @@ def _run_blocks(n: int, work: Callable[[int, int, FloatArray], int]) -> int:
 def fixed_sum(x: FloatArray, bounds: tuple[float, float], k: int, name: str = "x") -> int:
     """``Σ rint(clip(x, L, U) · 2**k)`` exactly, refusing NaN and infinities.
 
-    ``k`` must satisfy ``max(|L|, |U|) · 2**k ≤ 2**36`` (see :func:`power_exponent`). Scaling by a
+    ``k`` must satisfy ``max(|L|, |U|) · 2**k ≤ 2**34`` (see :func:`power_exponent`). Scaling by a
     power of two is exact, so the only rounding is the per-record ``rint``.
     """
     lo, hi = bounds
@@ -96,7 +97,7 @@ def fixed_sum(x: FloatArray, bounds: tuple[float, float], k: int, name: str = "x
 
 
 def exact_int_sum(t: FloatArray) -> int:
-    """Exact sum of float64 integers with ``|t| ≤ 2**36`` (each block's float sum is exact)."""
+    """Exact sum of float64 integers with ``|t| ≤ 2**34 + 1`` (each block's float sum is exact)."""
     n = t.size
     return sum(int(t[s : s + BLOCK].sum()) for s in range(0, n, BLOCK))
 
