@@ -14,7 +14,7 @@ from dpkit.random import RNGLike
 from dpkit.stats._data import FloatArray
 from dpkit.stats._fixed import VALUE_BITS, exact_int_sum
 from dpkit.stats._noisy import Part, Plan, plan
-from dpkit.stats._release import Release, SimulatedNoise, simulate_parts
+from dpkit.stats._release import PartsBox, Release
 
 __all__ = [
     "UNIT",
@@ -94,26 +94,26 @@ def release_parts(
     sampling_sd: Callable[[Any, float], Any] | None = None,
     limits: tuple[float, float] = (-math.inf, math.inf),
     public_n: int | None = None,
+    exact: Callable[..., Any] | None = None,
 ) -> tuple[Release, Plan, tuple[float, ...]]:
-    """Plan, charge, add noise, estimate, and attach simulated error bars.
+    """Plan, charge, add noise, estimate, and attach error bars (:class:`PartsBox`).
 
-    ``sampling_sd(value, size)`` models the sampling error; ``size`` is the public record count
-    ``public_n`` when there is one, else the *noisy* count (the last part): the true count is
-    private under add/remove neighbours, and a sampling error computed from it would leak it.
+    ``exact`` is the statistic as a function of the exact parts (default: ``estimator``, when the
+    estimator has no bias correction). ``sampling_sd(value, size)`` models the sampling error;
+    ``size`` is the public record count ``public_n`` when there is one, else the *noisy* count
+    (the last part): the true count is private under add/remove neighbours, and a sampling error
+    computed from it would leak it.
     """
     pl = plan(parts, epsilon=epsilon, delta=delta)
     charge(accountant, pl.event, statistic, delta=delta)
     noisy = pl.draw(totals, rng)
     value = estimator(*noisy)
-    sims = simulate_parts(pl.parts)
-    with np.errstate(all="ignore"):
-        errors = estimator(*[v + s for v, s in zip(noisy, sims, strict=True)]) - value
     sd = None
     if sampling_sd is not None:
         size = float(public_n) if public_n is not None else max(float(noisy[-1]), 1.0)
         sd = sampling_sd(value, size)
-    rel = Release(_plain(value), pl.event, statistic, SimulatedNoise(errors, sd, limits))
-    return rel, pl, noisy
+    box = PartsBox(noisy, pl.parts, exact or estimator, sd, limits)
+    return Release(_plain(value), pl.event, statistic, box), pl, noisy
 
 
 def _plain(value: Any) -> Any:

@@ -285,13 +285,16 @@ def _variance(
     pl = plan(parts, epsilon=eps, delta=dlt)
     bias = pl.parts[0].sd ** 2  # E[(S1 + Z)²] = S1² + Var(Z): corrected when n is known
 
-    def estimate(s1: Any, s2: Any, cnt: Any = None) -> Any:
+    def estimate(s1: Any, s2: Any, cnt: Any = None, *, unbias: bool = True) -> Any:
         size = np.maximum(cnt, 1.0) if cnt is not None else float(n_pub)  # type: ignore[arg-type]
         v = s2 / size + 0.5 - (s1 / size) ** 2
-        if cnt is None:
+        if cnt is None and unbias:
             v = v + bias / size**2
         v = np.maximum(v * h2 * size / np.maximum(size - ddof, 1.0), 0.0)
         return np.sqrt(v) if statistic == "std" else v
+
+    def exact(s1: Any, s2: Any, cnt: Any = None) -> Any:
+        return estimate(s1, s2, cnt, unbias=False)
 
     def sampling(value: Any, size: float) -> float:
         # sd of the sample variance ≤ sqrt(E(X−μ)^4 / n) ≤ 2h²/√n for data within the bounds
@@ -312,6 +315,7 @@ def _variance(
         sampling_sd=sampling,
         limits=(0.0, math.inf),
         public_n=n_pub,
+        exact=exact,
     )
     return rel
 

@@ -39,8 +39,8 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
-from scipy import special
 
+from dpkit.mechanisms._tails import discrete_gaussian_quantile, discrete_laplace_quantile
 from dpkit.noise import discrete_gaussian, discrete_laplace, gaussian_grid, laplace_grid
 from dpkit.random import RNGLike, as_generator
 from dpkit.stats._events import (
@@ -104,15 +104,20 @@ class PartNoise:
         return math.sqrt(2.0 * p) / (1.0 - p) * self.unit
 
     def half_width(self, alpha: float) -> float:
-        """Smallest h with P(|noise| > h) ≤ alpha, in real units."""
+        """An h with P(|released part − exact part| > h) ≤ alpha, in real units.
+
+        From the integer noise actually drawn (the smallest such integer for discrete Laplace; a
+        proven bound for the discrete Gaussian, see :mod:`dpkit.mechanisms`), plus half a grid
+        step when the exact total was rounded to a coarser output grid.
+        """
+        rounding = 0.5 * self.unit if self.shift > 0 else 0.0
         if self.kind == "none":
-            return 0.0
+            return rounding
         if self.kind == "gaussian":
-            return float(special.ndtri(1.0 - alpha / 2.0)) * self.real_scale
-        # discrete Laplace: P(|Z| > t) = 2 p^(t+1) / (1 + p) for integers t ≥ 0
-        p = math.exp(-1.0 / float(self.scale))
-        t = math.ceil(math.log(alpha * (1.0 + p) / 2.0) / math.log(p)) - 1
-        return max(t, 0) * self.unit
+            m = discrete_gaussian_quantile(float(self.scale), alpha)
+        else:
+            m = discrete_laplace_quantile(float(self.scale), alpha)
+        return m * self.unit + rounding
 
     def simulate(self, size: int, gen: np.random.Generator) -> np.ndarray[Any, Any]:
         """Draws of the noise in real units (for error bars; not used to release anything)."""
