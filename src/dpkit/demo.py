@@ -1,8 +1,9 @@
 """A tour of dpkit on the examples of the seeds, with real output (``make demo``).
 
 Sections: exact noise; a randomized-response survey (seed 004); seed 001's chocolate example
-(count, mean, std, correlation with error bars); medians by the exponential mechanism (seed 001);
-and a PNG plot of the CDF of DP error against sampling error (seed 001), in ``demo_output/``.
+(count, mean, std, correlation with error bars); medians by the exponential mechanism (seed
+001); a budget that refuses to be overspent and tight DP-SGD accounting; and a PNG plot of the
+CDF of DP error against sampling error (seed 001), in ``demo_output/``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import os
 import numpy as np
 
 import dpkit.stats as st
+from dpkit.accounting import Accountant, ApproxDP, dpsgd_epsilon, gaussian_sigma
+from dpkit.errors import BudgetExceededError
 from dpkit.mechanisms import RandomizedResponse
 from dpkit.noise import discrete_gaussian, discrete_laplace, laplace, laplace_grid
 
@@ -59,9 +62,12 @@ def _chocolate_stats() -> None:
         ),
     ):
         lo, hi = rel.ci(0.05)
+        covered = "yes" if lo <= exact <= hi else "no"
         print(
-            f"{name:6s} private {rel.value:10.4f}  95% CI ({lo:.4f}, {hi:.4f})  exact {exact:.4f}"
+            f"{name:6s} private {rel.value:10.4f}  95% CI ({lo:.4f}, {hi:.4f})  "
+            f"exact {exact:.4f}  covered: {covered}"
         )
+    print("(a 95% interval misses the exact value about one time in twenty, by design)")
 
 
 def _medians() -> None:
@@ -71,6 +77,32 @@ def _medians() -> None:
     print(f"1,000 points in [0.123, 0.124]: private median {m.value:.6f}, exact {np.median(x):.6f}")
     m = st.median(np.full(1000, 0.4), bounds=(-1, 1), epsilon=0.1, rng=SEED)
     print(f"1,000 copies of 0.4:            private median {m.value!r}")
+
+
+def _accounting() -> None:
+    print("\n== Budgets and accounting (dpkit.accounting) ==")
+    acct = Accountant(ApproxDP(epsilon=1.0, delta=1e-6))
+    x = np.random.default_rng(SEED).uniform(0, 100, 10_000)
+    st.mean(x, bounds=(0, 100), epsilon=0.5, accountant=acct, rng=SEED)
+    st.median(x, bounds=(0, 100), epsilon=0.25, accountant=acct, rng=SEED)
+    for entry in acct.ledger:
+        print(f"charged {entry.label!s:8s} epsilon={entry.epsilon:.4f}")
+    spent, left = acct.spent, acct.remaining
+    print(
+        f"budget epsilon=1, delta=1e-6: spent epsilon={spent.epsilon:.4f}, "  # type: ignore[attr-defined]
+        f"remaining epsilon={left.epsilon:.4f}"  # type: ignore[attr-defined]
+    )
+    try:
+        st.mean(x, bounds=(0, 100), epsilon=0.5, accountant=acct, rng=SEED)
+    except BudgetExceededError:
+        print("a third query asking for epsilon 0.5 is refused; nothing was released")
+    sigma = gaussian_sigma(epsilon=1.0, delta=1e-5, sensitivity=1.0)
+    print(f"analytic Gaussian sigma for (1, 1e-5): {sigma:.4f} (classic formula: 4.8448)")
+    for method in ("pld", "rdp"):
+        eps = dpsgd_epsilon(
+            noise_multiplier=4.0, sample_rate=0.01, steps=10_000, delta=1e-5, method=method
+        )
+        print(f"DP-SGD q=0.01, sigma=4, 10,000 steps, delta=1e-5: epsilon {eps:.3f} by {method}")
 
 
 def _plot() -> None:
@@ -108,6 +140,7 @@ def main() -> None:
     _survey()
     _chocolate_stats()
     _medians()
+    _accounting()
     _plot()
 
 
