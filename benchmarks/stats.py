@@ -6,23 +6,22 @@ the median's accuracy at ε = 1, n = 1,000 over 200 runs against diffprivlib.
 
 from __future__ import annotations
 
-import time
+import sys
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import dpkit.stats as st
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _timing import best_of
+
 
 def best(f: Callable[[], Any], repeat: int = 5) -> float:
-    t = float("inf")
-    for _ in range(repeat):
-        s = time.perf_counter()
-        f()
-        t = min(t, time.perf_counter() - s)
-    return t
+    return best_of(f, repeat)
 
 
 def opendp_mean(n: int, lo: float, hi: float) -> Callable[[Any], Any] | None:

@@ -8,6 +8,7 @@ import numpy as np
 
 from dpkit.errors import DataError
 from dpkit.mechanisms._base import FloatArray
+from dpkit.noise import as_finite_array
 
 __all__ = ["check_candidates", "check_scores", "gumbel", "score_scale"]
 
@@ -25,18 +26,11 @@ def score_scale(epsilon: float, sensitivity: float, monotonic: bool) -> float:
 
 def check_scores(scores: object, name: str = "scores") -> FloatArray:
     """A non-empty 1-d array of finite float scores."""
-    if scores is None:
-        raise DataError(f"{name} is None; pass one score per candidate.")
-    try:
-        arr = np.asarray(scores, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise DataError(f"{name} must be numeric: {exc}") from None
+    arr = as_finite_array(scores, name)
     if arr.ndim != 1:
         raise DataError(f"{name} must be 1-d (one score per candidate), got shape {arr.shape}.")
     if arr.size == 0:
         raise DataError(f"{name} is empty; there must be at least one candidate.")
-    if not np.all(np.isfinite(arr)):
-        raise DataError(f"{name} contains NaN or infinite values; every score must be finite.")
     return arr
 
 
