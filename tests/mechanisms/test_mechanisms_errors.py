@@ -174,6 +174,6 @@ def test_mechanisms_are_immutable() -> None:
 def test_unsampleable_noise_is_refused_at_construction() -> None:
     """A σ beyond the exact sampler's range must fail before any charge, not at release."""
     with pytest.raises(PrivacyParameterError, match="too large"):
-        DiscreteGaussian(rho=1e-16)
+        DiscreteGaussian(rho=1e-20)  # σ ≈ 7·10^9 > 2^30
     with pytest.raises(PrivacyParameterError, match="too large"):
         Geometric(epsilon=1e-17, sensitivity=1)

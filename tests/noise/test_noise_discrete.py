@@ -130,4 +130,29 @@ def test_bad_gamma() -> None:
 
 def test_sigma_too_large_is_refused() -> None:
     with pytest.raises(PrivacyParameterError, match="too large"):
-        discrete_gaussian(2**30, size=2, rng=0)
+        discrete_gaussian(2**31, size=2, rng=0)
+
+
+def test_divmod_square_is_exact() -> None:
+    """The wide path splits c² by 2a² in wrapping 64-bit arithmetic; check against Python ints."""
+    from dpkit.noise._discrete import _divmod_square
+
+    g = np.random.default_rng(5)
+    for a in (1, 3, 2**25 + 1, 2**30 - 7, 2**30):
+        c = np.concatenate([g.integers(0, 2**40, 2000), [0, 1, 2**40 - 1, a, 2 * a]])
+        c = c[c < min(2**40, a * 2**26)].astype(np.int64)
+        q, r = _divmod_square(c, a)
+        for ci, qi, ri in zip(c.tolist(), q.tolist(), r.tolist(), strict=True):
+            assert (qi, ri) == divmod(ci * ci, 2 * a * a)
+
+
+@pytest.mark.parametrize("sigma", [2**25 + 0.5, 5e7, 2**30])
+def test_discrete_gaussian_wide_path(sigma: float) -> None:
+    """σ above 2^25 (the wide path): chi-square against the pmf on 40 bins. For σ this large the
+    mass of integers in [lo, hi) equals the normal mass of [lo − 1/2, hi − 1/2) to far below the
+    test's resolution (Euler–Maclaurin: the error is O(σ^-2) relative)."""
+    x = discrete_gaussian(sigma, size=400_000, rng=int(sigma) % 1000)
+    cuts = np.unique(np.floor(sigma * stats.norm.ppf(np.linspace(0, 1, 41)[1:-1])))
+    edges = np.concatenate([[-np.inf], cuts, [np.inf]])
+    cdf = np.concatenate([[0.0], stats.norm.cdf((cuts - 0.5) / sigma), [1.0]])
+    assert chi2_pvalue(x, edges, np.diff(cdf)) > CHI2_P_MIN

@@ -12,8 +12,7 @@ from dpkit.mechanisms._base import IntArray, SupportsCharge, as_shape, charge, c
 from dpkit.mechanisms._geometric import add_integer_noise
 from dpkit.mechanisms._tails import check_alpha, discrete_gaussian_quantile
 from dpkit.noise import discrete_gaussian
-from dpkit.noise._discrete import DGAUSS_MAX_NUMERATOR
-from dpkit.noise._scales import rational_at_least
+from dpkit.noise._discrete import gaussian_rational
 from dpkit.random import RNGLike, as_generator
 
 __all__ = ["DiscreteGaussian"]
@@ -135,7 +134,7 @@ class DiscreteGaussian:
         shape = as_shape(self.shape)
         object.__setattr__(self, "shape", shape)
         # refuse a σ the exact sampler cannot draw now, not after a charge at release time
-        rational_at_least(sigma, "sigma", max_numerator=DGAUSS_MAX_NUMERATOR)
+        gaussian_rational(sigma)
         object.__setattr__(self, "sigma", sigma)
         event = DiscreteGaussianEvent(
             sigma=sigma, sensitivity=sens, dimension=max(1, math.prod(shape))

@@ -6,10 +6,12 @@ import numpy as np
 import numpy.typing as npt
 
 from dpkit._checks import Rational, check_size
+from dpkit.errors import PrivacyParameterError
 from dpkit.noise._kernels import (
     BLOCK,
     MIN_BLOCK,
     bernoulli_exp_fraction,
+    bernoulli_exp_parts,
     bernoulli_exp_rational,
     geometric_exp1,
 )
@@ -18,9 +20,11 @@ from dpkit.random import RNGLike, as_generator
 
 __all__ = [
     "DGAUSS_MAX_NUMERATOR",
+    "DGAUSS_WIDE_NUMERATOR",
     "DLAP_MAX_NUMERATOR",
     "discrete_gaussian",
     "discrete_laplace",
+    "gaussian_rational",
     "sample_discrete_gaussian",
     "sample_discrete_laplace",
 ]
@@ -31,7 +35,11 @@ DLAP_MAX_NUMERATOR = 1 << 52
 """Largest numerator t of a discrete Laplace scale t/s (so X = U + tV stays below 2^62)."""
 
 DGAUSS_MAX_NUMERATOR = 1 << 25
-"""Largest numerator a of σ = a/b: (b|Y| − a)² then stays below 2^62 for |Y| < 60σ."""
+"""Largest numerator a of σ = a/b on the fast path: (b|Y| − a)² stays below 2^62 for |Y| < 60σ."""
+
+DGAUSS_WIDE_NUMERATOR = 1 << 30
+"""Largest numerator on the wide path (σ up to 2^30 ≈ 1.07·10^9): there (b|Y| − a)² is split
+into quotient and remainder by 2a² with wrapping 64-bit arithmetic, exactly."""
 
 
 def _fill(n: int, draw: _Draw) -> IntArray:
@@ -101,11 +109,51 @@ class _GaussianDraw(_Draw):
     def __call__(self, attempts: int) -> IntArray:
         a, b = self.a, self.b
         y = self.laplace(attempts)
-        c = b * np.abs(y) - a
-        if c.size and int(np.abs(c).max()) >= 1 << 31:
-            raise OverflowError("discrete Laplace tail beyond 60σ (probability below e^-60)")
-        ok = bernoulli_exp_rational(self.rng, c * c, 2 * a * a)
+        c = np.abs(b * np.abs(y) - a)
+        top = int(c.max()) if c.size else 0
+        if top >= 1 << 40 or top >= a << 26:
+            # |Y| beyond 2^26 σ (or 2^40): probability below exp(-2^26), not a real event
+            raise OverflowError("discrete Laplace draw far beyond any reachable tail")
+        if top < 1 << 31:
+            ok = bernoulli_exp_rational(self.rng, c * c, 2 * a * a)
+        else:
+            whole, frac = _divmod_square(c, a)
+            ok = bernoulli_exp_parts(self.rng, whole, frac, 2 * a * a)
         return y[ok]
+
+
+def _divmod_square(c: IntArray, a: int) -> tuple[IntArray, IntArray]:
+    """Exact ``divmod(c², 2a²)`` for 0 <= c < min(2^40, a·2^26) and a <= 2^30, in 64-bit integers.
+
+    The quotient is first estimated in floating point (it is below 2^51, so the estimate is off by
+    at most one); the remainder is then computed modulo 2^64, where the true value, whose
+    magnitude is below 3·2^61, has a unique signed representative; one correction step fixes the
+    estimate. Every comparison that decides anything is on exact integers.
+    """
+    den = 2 * a * a
+    q = np.floor(np.square(c / a) / 2.0).astype(np.int64)
+    cu = c.astype(np.uint64)
+    r = (cu * cu - q.astype(np.uint64) * np.uint64(den)).view(np.int64)
+    low = r < 0
+    q[low] -= 1
+    r[low] += den
+    high = r >= den
+    q[high] += 1
+    r[high] -= den
+    return q, r
+
+
+def gaussian_rational(sigma: object) -> tuple[int, int]:
+    """``(a, b)`` with ``a/b >= σ`` for the exact discrete Gaussian sampler.
+
+    σ ≤ 2^25 is taken exactly when its numerator is at most 2^25 and otherwise rounded up by a
+    relative 2^-24 at most (the fast path); σ up to 2^30 is rounded up to an integer (the wide
+    path, a relative 2^-25 at most). Larger σ is refused.
+    """
+    try:
+        return rational_at_least(sigma, "sigma", max_numerator=DGAUSS_MAX_NUMERATOR)
+    except PrivacyParameterError:
+        return rational_at_least(sigma, "sigma", max_numerator=DGAUSS_WIDE_NUMERATOR)
 
 
 def sample_discrete_laplace(t: int, s: int, n: int, rng: np.random.Generator) -> IntArray:
@@ -173,8 +221,8 @@ def discrete_gaussian(
     ----------
     sigma : int, Fraction or float
         σ > 0, taken at its exact value when its numerator is at most 2^25; otherwise rounded
-        *up* to a/b with a ≤ 2^25, a relative increase below 2^-24 (more noise, never less).
-        σ above 2^25 ≈ 3.4·10^7 is refused.
+        *up* (to a/b with a ≤ 2^25, or to an integer above 2^25), a relative increase below
+        2^-24 (more noise, never less). σ above 2^30 ≈ 1.07·10^9 is refused.
     size : int or tuple of ints, optional
         Output shape; ``None`` returns a Python int.
     rng : None, int or numpy.random.Generator
@@ -188,7 +236,7 @@ def discrete_gaussian(
     True
     """
     shape = check_size(size)
-    a, b = rational_at_least(sigma, "sigma", max_numerator=DGAUSS_MAX_NUMERATOR)
+    a, b = gaussian_rational(sigma)
     n = int(np.prod(shape)) if shape else 1
     out = sample_discrete_gaussian(a, b, n, as_generator(rng))
     return out.reshape(shape) if size is not None else int(out[0])

@@ -20,6 +20,7 @@ __all__ = [
     "MIN_BLOCK",
     "bernoulli_exp1",
     "bernoulli_exp_fraction",
+    "bernoulli_exp_parts",
     "bernoulli_exp_rational",
     "geometric_exp1",
 ]
@@ -153,7 +154,14 @@ def bernoulli_exp_rational(rng: np.random.Generator, num: IntArray, den: int) ->
     succeed, then one Bernoulli(exp(-frac)) decides.
     """
     whole, frac = np.divmod(num, den)
-    alive = np.ones(num.size, dtype=bool)
+    return bernoulli_exp_parts(rng, whole, frac, den)
+
+
+def bernoulli_exp_parts(
+    rng: np.random.Generator, whole: IntArray, frac: IntArray, den: int
+) -> BoolArray:
+    """Exact Bernoulli(exp(-(whole + frac/den))) for integers whole >= 0 and 0 <= frac < den."""
+    alive = np.ones(whole.size, dtype=bool)
     todo = np.flatnonzero(whole > 0)
     remaining = whole[todo]
     while todo.size:
