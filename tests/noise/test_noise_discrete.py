@@ -156,3 +156,17 @@ def test_discrete_gaussian_wide_path(sigma: float) -> None:
     edges = np.concatenate([[-np.inf], cuts, [np.inf]])
     cdf = np.concatenate([[0.0], stats.norm.cdf((cuts - 0.5) / sigma), [1.0]])
     assert chi2_pvalue(x, edges, np.diff(cdf)) > CHI2_P_MIN
+
+
+def test_sampled_sigma_is_what_the_sampler_uses() -> None:
+    """Events are built from sampled_sigma: it must be a fixed point of the sampler's rounding
+    (asking for it draws with exactly that σ), never below the request, and an exact float."""
+    from dpkit.noise import sampled_sigma
+    from dpkit.noise._discrete import gaussian_rational
+
+    for s in (0.5, 1.0, 1.1348229656765771, 3.7306, 2**24 * 1.37, 2**25 + 0.5, 5e7, 1e-3):
+        t = sampled_sigma(s)
+        assert t >= s and t / s - 1 < 2.0**-23
+        a, b = gaussian_rational(t)
+        assert Fraction(a, b) == Fraction(t)
+        assert sampled_sigma(t) == t

@@ -18,7 +18,10 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import special
 
-from dpkit.accounting._discrete_gaussian import discrete_gaussian_mass
+from dpkit.accounting._discrete_gaussian import (
+    discrete_gaussian_mass,
+    discrete_gaussian_mass_bounds,
+)
 from dpkit.accounting._events import (
     ApproxDPEvent,
     DiscreteGaussianEvent,
@@ -214,15 +217,16 @@ def _discrete_gaussian_pmfs(sigma: float, sens: int, h: float) -> Pmf:
     cells = np.arange(i_lo, i_hi + 1, dtype=np.float64)
     edges = np.clip(np.ceil(cells * h * c + d / 2), k_lo, k_hi + 1)
     a, b = edges[:-1], edges[1:]
-    qm = discrete_gaussian_mass(a, b, sigma)
-    pm = discrete_gaussian_mass(a - d, b - d, sigma)
+    qm, q_err = discrete_gaussian_mass_bounds(a, b, sigma)
+    pm, p_err = discrete_gaussian_mass_bounds(a - d, b - d, sigma)
     lo = np.arange(i_lo, i_hi, dtype=np.int64)
     rem = _Builder(h)
     rem.split(lo, pm, qm)
     below = float(discrete_gaussian_mass(np.array([-np.inf]), np.array([k_lo - d]), sigma)[0])
     rem.point(math.ceil(loss(k_lo) / h), below)
     above = float(discrete_gaussian_mass(np.array([k_hi + 1 - d]), np.array([np.inf]), sigma)[0])
-    rem.inf = above
+    # the cell masses are float estimates: their error bounds go to loss +∞ (pessimistic)
+    rem.inf = above + float(np.sum(p_err) + np.sum(q_err))
     return rem.build()
 
 

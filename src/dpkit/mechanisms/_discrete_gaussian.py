@@ -11,8 +11,7 @@ from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms._base import IntArray, SupportsCharge, as_shape, charge, check_int_value
 from dpkit.mechanisms._geometric import add_integer_noise
 from dpkit.mechanisms._tails import check_alpha, discrete_gaussian_quantile
-from dpkit.noise import discrete_gaussian
-from dpkit.noise._discrete import gaussian_rational
+from dpkit.noise import discrete_gaussian, sampled_sigma
 from dpkit.random import RNGLike, as_generator
 
 __all__ = ["DiscreteGaussian"]
@@ -27,19 +26,22 @@ def _calibrate(epsilon: float, delta: float, sensitivity: float, dimension: int)
     """
 
     def eps_at(sigma: float) -> float:
-        event = DiscreteGaussianEvent(sigma=sigma, sensitivity=sensitivity, dimension=dimension)
+        # judged at the σ the sampler will really use (δ(ε) of N_ℤ is not monotone in σ)
+        event = DiscreteGaussianEvent(
+            sigma=sampled_sigma(sigma), sensitivity=sensitivity, dimension=dimension
+        )
         return epsilon_of(event, delta=delta)
 
     lo = gaussian_sigma(epsilon=epsilon, delta=delta, sensitivity=sensitivity)
     if eps_at(lo) <= epsilon:
-        return lo
+        return sampled_sigma(lo)
     hi = lo * 1.01
     while eps_at(hi) > epsilon:
         lo, hi = hi, hi * 2.0
     while hi - lo > 1e-7 * hi:
         mid = (lo + hi) / 2.0
         lo, hi = (mid, hi) if eps_at(mid) > epsilon else (lo, mid)
-    return hi
+    return sampled_sigma(hi)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,7 +108,7 @@ class DiscreteGaussian:
             if self.epsilon is not None:
                 raise PrivacyParameterError("give either rho= or epsilon= (with delta=), not both.")
             rho = check_positive(self.rho, "rho")
-            sigma = sens / math.sqrt(2.0 * rho)
+            sigma = sampled_sigma(sens / math.sqrt(2.0 * rho))  # the σ actually drawn
             if self.delta is not None:
                 dlt = check_delta(self.delta, allow_zero=False)
                 eps = epsilon_of(
@@ -133,8 +135,6 @@ class DiscreteGaussian:
         object.__setattr__(self, "sensitivity", sens)
         shape = as_shape(self.shape)
         object.__setattr__(self, "shape", shape)
-        # refuse a σ the exact sampler cannot draw now, not after a charge at release time
-        gaussian_rational(sigma)
         object.__setattr__(self, "sigma", sigma)
         event = DiscreteGaussianEvent(
             sigma=sigma, sensitivity=sens, dimension=max(1, math.prod(shape))

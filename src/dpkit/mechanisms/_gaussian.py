@@ -17,7 +17,7 @@ from dpkit.mechanisms._base import (
     check_float_value,
 )
 from dpkit.mechanisms._tails import check_alpha, discrete_gaussian_quantile
-from dpkit.noise import gaussian, gaussian_grid, rounded_sensitivity
+from dpkit.noise import gaussian, gaussian_grid, rounded_sensitivity, sampled_sigma
 from dpkit.random import RNGLike, as_generator
 
 __all__ = ["Gaussian"]
@@ -28,12 +28,15 @@ def _honest_sigma(epsilon: float, delta: float, sens: float, coordinates: int) -
     whose discrete Gaussian event is certified (ε, δ) by :func:`~dpkit.accounting.epsilon_of`."""
 
     def fits(sigma: float) -> bool:
-        ev = DiscreteGaussianEvent(sigma=sigma, sensitivity=sens, dimension=coordinates)
+        # judged at the σ the sampler will really use (δ(ε) of N_ℤ is not monotone in σ)
+        ev = DiscreteGaussianEvent(
+            sigma=sampled_sigma(sigma), sensitivity=sens, dimension=coordinates
+        )
         return epsilon_of(ev, delta=delta) <= epsilon
 
     lo = gaussian_sigma(epsilon=epsilon, delta=delta, sensitivity=sens)
     if fits(lo):
-        return lo
+        return sampled_sigma(lo)
     step = 1e-9
     hi = lo * (1 + step)
     while not fits(hi):
@@ -42,7 +45,7 @@ def _honest_sigma(epsilon: float, delta: float, sens: float, coordinates: int) -
     while hi - lo > 1e-10 * hi:
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if not fits(mid) else (lo, mid)
-    return hi
+    return sampled_sigma(hi)
 
 
 @lru_cache(maxsize=256)

@@ -9,7 +9,7 @@ depend on the data. See ``docs/noise.md``.
 from __future__ import annotations
 
 from dpkit.noise._bernoulli import bernoulli_exp
-from dpkit.noise._discrete import discrete_gaussian, discrete_laplace
+from dpkit.noise._discrete import discrete_gaussian, discrete_laplace, sampled_sigma
 from dpkit.noise._float_safe import (
     as_finite_array,
     gaussian,
@@ -31,4 +31,5 @@ __all__ = [
     "laplace_grid",
     "round_to_grid",
     "rounded_sensitivity",
+    "sampled_sigma",
 ]

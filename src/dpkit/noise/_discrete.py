@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import numpy.typing as npt
 
@@ -27,6 +29,7 @@ __all__ = [
     "gaussian_rational",
     "sample_discrete_gaussian",
     "sample_discrete_laplace",
+    "sampled_sigma",
 ]
 
 IntArray = npt.NDArray[np.int64]
@@ -154,6 +157,29 @@ def gaussian_rational(sigma: object) -> tuple[int, int]:
         return rational_at_least(sigma, "sigma", max_numerator=DGAUSS_MAX_NUMERATOR)
     except PrivacyParameterError:
         return rational_at_least(sigma, "sigma", max_numerator=DGAUSS_WIDE_NUMERATOR)
+
+
+def sampled_sigma(sigma: object) -> float:
+    """The σ the exact discrete Gaussian sampler actually uses when asked for ``sigma``.
+
+    It is ``sigma`` itself when the sampler can use it exactly, else ``sigma`` rounded up (see
+    :func:`gaussian_rational`); for a float ``sigma`` the result is an exact float, and asking
+    the sampler for it draws with exactly that σ. Privacy events must be built from this value:
+    the discrete Gaussian's δ(ε) is not monotone in σ, so "a little more noise than claimed" is
+    not automatically safe.
+
+    >>> sampled_sigma(0.5), sampled_sigma(3.0)
+    (0.5, 3.0)
+    >>> sampled_sigma(3.7306) >= 3.7306
+    True
+    """
+    a, b = gaussian_rational(sigma)
+    out = a / b
+    if Fraction(out) != Fraction(a, b):
+        raise PrivacyParameterError(
+            f"sigma={sigma!r} has no exactly representable sampled value; pass a float."
+        )
+    return out
 
 
 def sample_discrete_laplace(t: int, s: int, n: int, rng: np.random.Generator) -> IntArray:

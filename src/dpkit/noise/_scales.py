@@ -12,30 +12,33 @@ __all__ = ["rational_at_least"]
 
 
 def rational_at_least(value: object, name: str, *, max_numerator: int) -> tuple[int, int]:
-    """Return ``(a, b)`` with ``a / b >= value``, ``a <= max_numerator`` when possible.
+    """Return ``(a, b)`` with ``a / b >= value`` and ``a <= max_numerator``.
 
-    ``value`` (int, Fraction or float) is taken at its exact value. When its numerator and
-    denominator are small it is returned as it is; otherwise it is rounded **up** to
-    ``ceil(value · 2**k) / 2**k`` with the largest ``k`` keeping the numerator within
-    ``max_numerator``: the relative increase is below ``2 / max_numerator``. Rounding up means
-    more noise than asked for, never less, so every privacy guarantee computed from ``value``
-    still holds.
+    ``value`` (int, Fraction or float) is taken at its exact value. When its numerator is at most
+    ``max_numerator`` (and its denominator below 2^62) it is returned as it is; otherwise it is
+    rounded **up** to ``ceil(value · 2**k) / 2**k`` with the largest ``k`` keeping the numerator
+    within ``max_numerator``: the relative increase is below ``2 / max_numerator``. The result is
+    a fixed point: rounding it again returns it unchanged, so the σ or scale a caller reads back
+    is exactly the one the sampler uses.
     """
     frac = exact_fraction(value, name)
-    if frac.numerator <= max_numerator and frac.denominator <= max_numerator:
+    if frac.numerator <= max_numerator and frac.denominator < 1 << 62:
         return frac.numerator, frac.denominator
-    # largest k with ceil(frac * 2**k) <= max_numerator
-    k = math.floor(math.log2(max_numerator)) - math.ceil(math.log2(frac)) - 1
+    bits = max_numerator.bit_length() - 1  # 2**bits <= max_numerator
+    e = frac.numerator.bit_length() - frac.denominator.bit_length()  # 2**(e-1) < frac < 2**(e+1)
+    while frac > Fraction(2) ** e:
+        e += 1
+    k = bits - e  # frac · 2**k ≤ 2**bits, so the ceiling is within max_numerator
+    scaled = frac * Fraction(2) ** k
+    a = math.ceil(scaled)
     if k >= 0:
-        a = math.ceil(frac * (1 << k))
-        b = 1 << k
+        num, den = a, 1 << k
     else:
-        a = math.ceil(frac / (1 << -k)) << -k
-        b = 1
-    if a > max_numerator:
+        num, den = a << -k, 1
+    if num > max_numerator:
         raise PrivacyParameterError(
             f"{name}={float(frac):.6g} is too large for exact sampling (limit "
             f"{float(max_numerator):.3g}); rescale the query so the noise scale is smaller."
         )
-    reduced = Fraction(a, b)
+    reduced = Fraction(num, den)
     return reduced.numerator, reduced.denominator

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 
 from dpkit.accounting import (
@@ -34,11 +33,14 @@ def discrete_laplace_event(*, scale: Fraction, sensitivity: int) -> object:
 
 
 def discrete_gaussian_event(*, sigma: Fraction, sensitivity: int) -> object:
-    """The event of exact discrete Gaussian noise of scale ``sigma`` (claimed σ rounded down to a
-    float, so the claim never has more noise than is added) on an integer sensitivity."""
+    """The event of exact discrete Gaussian noise of scale ``sigma`` on an integer sensitivity.
+
+    ``sigma`` must be exactly the σ the sampler draws with (``dpkit.noise.sampled_sigma``): the
+    discrete Gaussian's δ(ε) is not monotone in σ, so the event must not round it either way.
+    """
     s = float(sigma)
-    if Fraction(s) > sigma:
-        s = math.nextafter(s, 0.0)
+    if Fraction(s) != sigma:
+        raise PrivacyParameterError(f"internal: sigma {sigma} is not a sampled float value.")
     return DiscreteGaussianEvent(sigma=s, sensitivity=sensitivity)
 
 

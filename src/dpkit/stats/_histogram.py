@@ -17,7 +17,7 @@ from dpkit.accounting import (
     gaussian_sigma,
 )
 from dpkit.errors import DataError
-from dpkit.noise import discrete_gaussian, discrete_laplace
+from dpkit.noise import discrete_gaussian, discrete_laplace, sampled_sigma
 from dpkit.random import RNGLike, as_generator
 from dpkit.stats._common import SupportsCharge, charge, check_privacy
 from dpkit.stats._data import FloatArray, as_matrix
@@ -68,14 +68,16 @@ def _gaussian_sigma(epsilon: float, delta: float, replace: bool) -> float:
     start = gaussian_sigma(
         epsilon=epsilon, delta=delta, sensitivity=math.sqrt(2.0) if replace else 1
     )
-    return calibrate(
-        lambda s: _gaussian_event(s, replace),
-        epsilon=epsilon * (1.0 - 2.0**-40),
+    target = epsilon * (1.0 - 2.0**-40)
+    sigma = calibrate(
+        lambda s: _gaussian_event(sampled_sigma(s), replace),
+        epsilon=target,
         delta=delta,
         lower=start / 2,
         upper=start * 4,
         tolerance=1e-7,
     )
+    return sampled_sigma(sigma)  # calibrate checked exactly this value
 
 
 def histogram(

@@ -40,8 +40,15 @@ from typing import Any
 
 import numpy as np
 
+from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms._tails import discrete_gaussian_quantile, discrete_laplace_quantile
-from dpkit.noise import discrete_gaussian, discrete_laplace, gaussian_grid, laplace_grid
+from dpkit.noise import (
+    discrete_gaussian,
+    discrete_laplace,
+    gaussian_grid,
+    laplace_grid,
+    sampled_sigma,
+)
 from dpkit.random import RNGLike, as_generator
 from dpkit.stats._events import (
     composed,
@@ -168,6 +175,9 @@ def _calibrated(part: Part, real_scale: float, kind: str, ratio: float) -> PartN
     shift = max(0, grid - part.exponent)
     sens = -(-part.sensitivity >> shift)  # ceil(Δ / 2**shift)
     scale = Fraction(sens) * Fraction(ratio)
+    if kind == "gaussian":
+        # the σ the sampler really draws with, so that the event describes it exactly
+        scale = Fraction(sampled_sigma(float(scale)))
     return PartNoise(part, shift, sens, kind, scale)
 
 
@@ -206,6 +216,11 @@ def _plan(parts: tuple[Part, ...], epsilon: float, delta: float) -> Plan:
             if spent <= epsilon:
                 break
             sigma_star *= (spent / epsilon) * (1.0 + 1e-9)
+        else:
+            raise PrivacyParameterError(
+                f"could not calibrate Gaussian noise to epsilon={epsilon}, delta={delta}; "
+                "use a larger delta or epsilon."
+            )
     out = tuple(calibrated.get(p.name) or PartNoise(p, 0, 0, "none", Fraction(0)) for p in parts)
     event = composed(tuple(pn.event for pn in out if pn.kind != "none"))
     return Plan(out, event)
