@@ -88,3 +88,19 @@ def test_budget_exceeded_releases_nothing() -> None:
     with pytest.raises(BudgetExceededError):
         st.median(GOOD, bounds=B, epsilon=0.5, accountant=acct, rng=0)
     assert isinstance(BudgetExceededError("x"), DPKitError)
+
+
+def test_delta_not_far_below_one_over_n_is_warned_only_when_n_is_public() -> None:
+    """Seed 002's Name & Shame: δ ≥ 1/n allows publishing a whole record. dpkit warns when n is
+    public; with a private n it must not look (the warning would reveal the count)."""
+    import warnings
+
+    from dpkit.errors import PrivacyWarning
+
+    x = np.linspace(0, 1, 100)
+    with pytest.warns(PrivacyWarning, match="Name & Shame"):
+        st.mean(x, bounds=(0, 1), epsilon=1.0, delta=0.02, n=100, rng=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        st.mean(x, bounds=(0, 1), epsilon=1.0, delta=0.02, rng=0)  # n private: no warning
+        st.mean(x, bounds=(0, 1), epsilon=1.0, delta=1e-6, n=100, rng=0)

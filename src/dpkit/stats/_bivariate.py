@@ -37,6 +37,7 @@ from dpkit.stats._common import (
     range_part,
     release_parts,
     scaled_total,
+    warn_large_delta,
 )
 from dpkit.stats._data import FloatArray, as_vector, check_bounds, check_n
 from dpkit.stats._events import Neighbouring, is_replace
@@ -138,6 +139,7 @@ def cov(
     replace = is_replace(neighbouring)
     xa, ya, bx, by = _pair(x, y, bounds)
     n_pub = check_n(n) or (int(xa.size) if replace else None)
+    warn_large_delta(dlt, n_pub)
     parts, totals = _sums(xa, ya, bx, by, replace, centred=True)
     hxy = (bx[1] - bx[0]) / 2 * (by[1] - by[0]) / 2
 
@@ -225,6 +227,7 @@ def corr(
         raise DataError(f"method must be 'moments' or 'six_sums', got {method!r}.")
     xa, ya, bx, by = _pair(x, y, bounds)
     n_pub = check_n(n) or (int(xa.size) if replace else None)
+    warn_large_delta(dlt, n_pub)
     centred = method == "moments"
     shift = 0.5 if centred else 0.0
     parts, totals = _sums(xa, ya, bx, by, replace, centred=centred)

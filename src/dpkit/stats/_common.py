@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from dpkit._checks import check_delta, check_epsilon
+from dpkit.errors import PrivacyWarning
 from dpkit.mechanisms._base import SupportsCharge, charge
 from dpkit.random import RNGLike
 from dpkit.stats._data import FloatArray
@@ -27,6 +29,7 @@ __all__ = [
     "range_part",
     "release_parts",
     "scaled_total",
+    "warn_large_delta",
 ]
 
 UNIT = math.ldexp(1.0, VALUE_BITS)
@@ -35,6 +38,24 @@ UNIT = math.ldexp(1.0, VALUE_BITS)
 
 def check_privacy(epsilon: object, delta: object) -> tuple[float, float]:
     return check_epsilon(epsilon), check_delta(delta)
+
+
+def warn_large_delta(delta: float, n_public: int | None) -> None:
+    """Warn when δ is not far below 1/n for a *public* n (seed 002, "Name & Shame").
+
+    An (ε, δ) guarantee allows publishing a whole record with probability δ, so δ ≥ 1/n permits
+    publishing about one person outright. Only a public n is looked at: a warning that depended
+    on a private record count would itself reveal it.
+    """
+    if delta > 0 and n_public is not None and delta >= 1.0 / n_public:
+        warnings.warn(
+            PrivacyWarning(
+                f"delta={delta:g} is not far below 1/n = {1.0 / n_public:.3g}: an (epsilon, "
+                "delta) guarantee then allows publishing about one whole record (seed 002, "
+                f"'Name & Shame'); choose delta well below 1/n, e.g. {n_public**-2.0:.1g}."
+            ),
+            stacklevel=3,
+        )
 
 
 def normalise(x: FloatArray, bounds: tuple[float, float]) -> tuple[FloatArray, float, float]:

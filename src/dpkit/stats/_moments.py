@@ -25,6 +25,7 @@ from dpkit.stats._common import (
     range_part,
     release_parts,
     scaled_total,
+    warn_large_delta,
 )
 from dpkit.stats._data import as_vector, check_bounds, check_n, records
 from dpkit.stats._events import Neighbouring, is_replace
@@ -197,6 +198,7 @@ def mean(
     n_pub = check_n(n)
     if replace and n_pub is None:
         n_pub = int(data.size)
+    warn_large_delta(dlt, n_pub)
     k = power_exponent((lo, hi))
     total = fixed_sum(data, (lo, hi), k)
     tlo, thi = int(np.rint(math.ldexp(lo, k))), int(np.rint(math.ldexp(hi, k)))
@@ -279,6 +281,7 @@ def _variance(
     n_pub = check_n(n)
     if replace and n_pub is None:
         n_pub = int(data.size)
+    warn_large_delta(dlt, n_pub)
     u, ulo, uhi = normalise(data, (lo, hi))
     parts, totals = _var_parts(u, ulo, uhi, replace, n_pub is not None)
     h2 = ((hi - lo) / 2) ** 2
