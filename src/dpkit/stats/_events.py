@@ -8,7 +8,7 @@ from dpkit.accounting import (
     ComposedEvent,
     DiscreteGaussianEvent,
     DiscreteLaplaceEvent,
-    GaussianEvent,
+    ExponentialEvent,
     Neighbouring,
     epsilon_of,
     gaussian_sigma,
@@ -22,7 +22,6 @@ __all__ = [
     "discrete_laplace_event",
     "epsilon_for",
     "exponential_event",
-    "gaussian_event",
     "is_replace",
     "sigma_for",
 ]
@@ -71,16 +70,9 @@ def is_replace(neighbouring: object) -> bool:
 
 
 def exponential_event(*, epsilon: float) -> object:
-    from dpkit.accounting import ExponentialEvent
-
     return ExponentialEvent(epsilon=epsilon)
 
 
 def epsilon_for(event: object, delta: float) -> float:
     """ε of an event at this δ, as the accountant computes it."""
     return float(epsilon_of(event, delta=delta))  # type: ignore[arg-type]
-
-
-def gaussian_event(*, sigma: float) -> object:
-    """A Gaussian mechanism with noise multiplier σ/Δ (sensitivity 1)."""
-    return GaussianEvent(sigma=sigma, sensitivity=1.0)
