@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
 
 import numpy as np
 
@@ -63,9 +64,18 @@ def _run_blocks(n: int, work: Callable[[int, int, FloatArray], int]) -> int:
     if n < _THREADS_FROM:
         return chunk(starts)
     half = len(starts) // 2
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        parts = pool.map(chunk, (starts[:half], starts[half:]))
-        return sum(parts)
+    other = _helper().submit(chunk, starts[half:])  # NumPy releases the GIL: two cores at once
+    mine = chunk(starts[:half])
+    return mine + other.result()
+
+
+@lru_cache(maxsize=1)
+def _helper() -> ThreadPoolExecutor:
+    """One worker thread, started on first use and reused (starting threads per call cost ~2 ms).
+
+    It holds no data and no privacy state between calls: only an idle thread.
+    """
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpkit-sum")
 
 
 def fixed_sum(x: FloatArray, bounds: tuple[float, float], k: int, name: str = "x") -> int:
