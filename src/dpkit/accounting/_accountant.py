@@ -327,16 +327,27 @@ class Accountant:
             plan = self._plan(event, hint)
             if plan is None:
                 spent = self._spent_of(self._state)
+                what = f"{label!r} ({self._cost_text(event)})" if label else self._cost_text(event)
                 raise BudgetExceededError(
-                    f"charging {event!r} would exceed the budget {self._budget!r} "
-                    f"(already spent epsilon={spent[0]:.6g}, delta={spent[1]:.3g}, "
-                    f"rho={spent[2]:.6g}); nothing was charged. Use less privacy-costly queries "
-                    "or a new budget.",
+                    f"charging {what} would exceed the budget {self._budget!r}: already spent "
+                    f"epsilon={spent[0]:.6g}, delta={spent[1]:.3g}, rho={spent[2]:.6g}. Nothing "
+                    "was charged or released; ask for a smaller epsilon, or use a new budget.",
                     requested=event,
                     remaining=self._remaining_unlocked(),
                 )
             self._state, entry = plan
             self._ledger.append(LedgerEntry(event, label, entry.epsilon, entry.delta, entry.rho))
+
+    def _cost_text(self, event: Event) -> str:
+        """A short description of what ``event`` would cost, for error messages."""
+        name = type(event).__name__
+        try:
+            if self._method == "zcdp":
+                return f"{name}, rho={float(self._cost_in_rho(event)):.6g}"
+            pure = self._pure_cost(event)
+        except PrivacyParameterError:
+            return name
+        return f"{name}, epsilon={float(pure):.6g}" if pure is not None else name
 
     def _remaining_unlocked(self) -> tuple[float, float, float]:
         eps, delta, rho = self._spent_of(self._state)
