@@ -56,3 +56,29 @@ def test_rounding_records_can_only_move_within_the_bound_images() -> None:
     for v in (-1e9, -0.3, -0.29999999999, 0.0, 0.69999999999, 0.7, 5.0):
         t = fixed_sum(np.array([v]), bounds, k)
         assert lo <= t <= hi
+
+
+def test_large_sums_work_in_a_forked_child() -> None:
+    """The two-core sum reuses a worker thread; a forked child (multiprocessing, pre-forking
+    servers) inherits the pool but not the thread, so it must start a fresh one."""
+    import multiprocessing
+    import warnings
+
+    import pytest
+
+    import dpkit.stats as st
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        pytest.skip("no fork on this platform")
+    x = np.random.default_rng(0).uniform(0, 1, 3_000_000)
+    st.sum(x, bounds=(0, 1), epsilon=1.0, rng=0)  # the parent's worker thread now exists
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads, Python ≥ 3.12
+        ctx = multiprocessing.get_context("fork")
+        child = ctx.Process(target=st.sum, args=(x,), kwargs={"bounds": (0, 1), "epsilon": 1.0})
+        child.start()
+        child.join(timeout=60)
+    hung = child.is_alive()
+    if hung:
+        child.kill()
+    assert not hung and child.exitcode == 0

@@ -72,7 +72,7 @@ def test_mean_unknown_n_ci_covers_and_split() -> None:
     x = np.random.default_rng(6).uniform(20, 30, 300)
     truth = float(x.mean())
     releases = [st.mean(x, bounds=(0, 40), epsilon=0.3, rng=i) for i in range(300)]
-    # The default interval is guaranteed (≥ 90%), so only too many misses would be a failure:
+    # The default (box) interval is conservative (≥ 90%), so only too many misses would fail:
     # a true 10% miss rate exceeds 51 of 300 with probability < 1e-4 (4 sd).
     misses = sum(not lo <= truth <= hi for lo, hi in (r.ci(0.1) for r in releases))
     assert misses <= 51

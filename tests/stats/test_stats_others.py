@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import dpkit.stats as st
 from dpkit.accounting import Neighbouring, epsilon_of
@@ -74,3 +75,27 @@ def test_gaussian_statistics_are_eps_delta() -> None:
 def test_bounds_of_zeros_contain_zero() -> None:
     lo, hi = st.bounds(np.zeros(10_000), epsilon=1.0, rng=0).value
     assert lo <= 0.0 <= hi
+
+
+def test_corr_has_no_sampling_model() -> None:
+    """(1 − r²)/√n under-covers for bounded non-normal data, so dpkit offers no sampling part."""
+    from dpkit.errors import DPKitError
+
+    g = np.random.default_rng(2)
+    x = g.uniform(-1, 1, 200)
+    r = st.corr(x, x + g.uniform(-1, 1, 200) / 2, bounds=((-1, 1), (-2, 2)), epsilon=1.0, rng=0)
+    r.ci(0.05)
+    with pytest.raises(DPKitError, match="sampling"):
+        r.ci(0.05, include_sampling=True)
+
+
+def test_very_large_epsilon_still_samples() -> None:
+    """Tiny noise scales (ε in the thousands) keep int64-safe rationals, so nothing fails after
+    the budget is charged."""
+    from dpkit.accounting import Accountant, PureDP
+    from dpkit.mechanisms import Geometric
+
+    acct = Accountant(PureDP(epsilon=1e4))
+    c = st.count(np.ones(10), epsilon=3000.0, accountant=acct, rng=0)
+    assert c.value == 10.0
+    assert Geometric(epsilon=5000.0).release(3, rng=0) == 3

@@ -28,7 +28,9 @@ def rational_at_least(value: object, name: str, *, max_numerator: int) -> tuple[
     e = frac.numerator.bit_length() - frac.denominator.bit_length()  # 2**(e-1) < frac < 2**(e+1)
     while frac > Fraction(2) ** e:
         e += 1
-    k = bits - e  # frac · 2**k ≤ 2**bits, so the ceiling is within max_numerator
+    # frac · 2**k ≤ 2**bits keeps the ceiling within max_numerator; the denominator stays ≤ 2**61
+    # so that the samplers' int64 arithmetic can use it
+    k = min(bits - e, 61)
     scaled = frac * Fraction(2) ** k
     a = math.ceil(scaled)
     if k >= 0:

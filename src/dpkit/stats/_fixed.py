@@ -20,6 +20,7 @@ the images of the bounds: every step of ``f`` is monotone, so clamped records ma
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
@@ -76,6 +77,10 @@ def _helper() -> ThreadPoolExecutor:
     It holds no data and no privacy state between calls: only an idle thread.
     """
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpkit-sum")
+
+
+if hasattr(os, "register_at_fork"):  # a forked child inherits the pool but not its thread
+    os.register_at_fork(after_in_child=_helper.cache_clear)
 
 
 def fixed_sum(x: FloatArray, bounds: tuple[float, float], k: int, name: str = "x") -> int:
