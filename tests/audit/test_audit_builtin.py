@@ -9,9 +9,10 @@ machinery does catch real bugs at these sample sizes.
 
 Runs per dataset: 50_000 for the batched additive-noise mechanisms and randomized response,
 20_000 for the selection mechanisms, 3_000 for the sparse vector, 10_000 for the median and
-quantile, 3_000 for count, sum, histogram and bounds, 2_000 for the mean, and 400-1_000 for the
-slower statistics (0.07-2.5 ms a call, one public call per run; see docs/audit.md). Statistics are
-audited at ε = 0.5 and 2, the slowest ones at ε = 1 only. The pure-ε statistics must also show
+quantile, 3_000 for count, sum, histogram, bounds, var, std, cov and corr, 2_000 for the mean, and
+1_000 for count and mean with δ > 0 (0.07-40 ms a call, one public call per run; see
+docs/audit.md). Statistics are audited at ε = 0.5 and 2, var, std, cov and corr (on replace-one
+pairs) at ε = 2 only, count and mean with δ > 0 at ε = 1 only. The pure-ε statistics must also show
 power at ε = 2 (``POWER``), so the audit can fail in both directions.
 """
 
@@ -39,29 +40,39 @@ def _mechanism_params() -> list[tuple[AuditCase, int]]:
     return out
 
 
-SLOW_STATS = {"stats.count (δ>0)": 1000, "stats.mean (δ>0)": 1000, "stats.var": 500,
-              "stats.std": 500, "stats.cov": 500, "stats.corr": 400}  # fmt: skip
-"""Statistics costing 1-40 ms per call: audited at ε = 1 only, with fewer runs."""
+SLOW_STATS = {"stats.count (δ>0)": 1000, "stats.mean (δ>0)": 1000}
+"""Statistics costing 5-40 ms per call: audited at ε = 1 only, with fewer runs."""
+
+AT_TWO = {"stats.var": 3000, "stats.std": 3000, "stats.cov": 3000, "stats.corr": 3000}
+"""Statistics of several noisy sums (0.5-1.5 ms per call on their replace-one pairs): audited at
+ε = 2 only, where they must show power."""
 
 RUNS = {"stats.median": 10_000, "stats.quantile": 10_000, "stats.mean": 2000}
 """Runs per dataset where the cost per call (0.07 ms for quantiles, 0.75 ms for the mean) is far
 from the 0.25-0.35 ms of count, sum, histogram and bounds."""
 
 POWER = {"stats.count": 0.6, "stats.sum": 0.6, "stats.histogram": 0.4, "stats.mean": 0.3,
-         "stats.median": 0.35, "stats.quantile": 0.35}  # fmt: skip
+         "stats.median": 0.35, "stats.quantile": 0.35, "stats.var": 0.25, "stats.std": 0.25,
+         "stats.cov": 0.17, "stats.corr": 0.12}  # fmt: skip
 """Least ε_LB / claim required of the pure-ε statistics at ε = 2 (a test that could not fail
 would prove nothing). Each floor is about 2/3 of the fraction the audit reaches with these runs
 and seeds (0.7-0.97 for count and sum, 0.55-0.7 for histogram, 0.5 for mean, 0.6-0.7 for the
-quantiles), and far above the 0 the earlier pairs gave for the 0.25-quantile."""
+quantiles, 0.41 for var, 0.38 for std, 0.25 for cov, 0.2 for corr), and far above the 0 the
+earlier pairs gave for the 0.25-quantile and for var, std, cov and corr."""
 
 
 def _stats_params() -> list[tuple[AuditCase, int, int]]:
     out = []
     for i, eps in enumerate((*STATS_EPSILONS, 1.0)):
         for j, case in enumerate(statistic_cases(eps)):
-            slow = case.name in SLOW_STATS
-            if slow == (eps == 1.0):
-                runs = SLOW_STATS.get(case.name, RUNS.get(case.name, STATS_RUNS))
+            if case.name in SLOW_STATS:
+                keep = eps == 1.0
+            elif case.name in AT_TWO:
+                keep = eps == 2.0
+            else:
+                keep = eps in STATS_EPSILONS
+            if keep:
+                runs = {**SLOW_STATS, **AT_TWO, **RUNS}.get(case.name, STATS_RUNS)
                 out.append((case, 5000 + 1000 * i + j, runs))
     return out
 
@@ -81,7 +92,8 @@ def test_statistic_meets_its_claim(case: AuditCase, seed: int, runs: int) -> Non
     r = case.run(trials=round(runs / case.trials_factor), confidence=CONFIDENCE, rng=seed)
     assert r.negatives + r.selection_trials == runs
     assert r.epsilon <= case.claimed_epsilon, f"{case.name}: {r}"
-    if case.name in POWER and case.claimed_epsilon >= 2.0:
+    # Claims composed from several parts read 2 − 2e-12 at ε = 2.
+    if case.name in POWER and case.claimed_epsilon >= 2.0 - 1e-9:
         assert r.epsilon >= POWER[case.name] * case.claimed_epsilon, f"{case.name}: {r}"
 
 
