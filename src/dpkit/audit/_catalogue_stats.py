@@ -133,6 +133,11 @@ def statistic_cases(
         lambda xy, g: stats.corr(xy[0], xy[1], bounds=(UNIT, UNIT), epsilon=eps, rng=g,
                                  neighbouring=rep),
         (xy0, xy1), "replace: 25 pairs at each corner, and one (1, 0) → (1, 1)")  # fmt: skip
+    # The Gaussian mean with unknown n mixes two noisy sums (ε_LB 0 at ε = 1); with n public
+    # (replace-one neighbours) it is one noisy centred sum, moved by its whole sensitivity here.
+    add("stats.mean (δ>0, replace)",
+        lambda x, g: stats.mean(x, bounds=UNIT, epsilon=eps, delta=dlt, rng=g, neighbouring=rep),
+        (np.zeros(3), np.array([0.0, 0.0, 1.0])), "replace: 3 at 0, one → 1", dlt)  # fmt: skip
     add("stats.median",
         lambda x, g: stats.median(x, bounds=UNIT, epsilon=eps, rng=g),
         quantile_pair(UNIT), "records at 0.25, 0.75, plus one at 0")  # fmt: skip
