@@ -21,7 +21,13 @@ from dpkit.mechanisms._interval import (
     interval_grid,
     sample_cell,
 )
-from dpkit.mechanisms._selection import check_candidates, check_scores, gumbel, score_scale
+from dpkit.mechanisms._selection import (
+    check_candidates,
+    check_scores,
+    gumbel,
+    scaled_scores,
+    score_scale,
+)
 from dpkit.random import RNGLike, as_generator
 
 __all__ = ["Exponential"]
@@ -109,15 +115,10 @@ class Exponential:
         label: str | None = None,
     ) -> int:
         """Index of the selected candidate; see :meth:`select`."""
-        s = check_scores(scores)
-        logits = s * self.scale
-        if not np.all(np.isfinite(logits)):
-            raise PrivacyParameterError(
-                "epsilon/sensitivity times the scores overflows; rescale the scores."
-            )
+        logits = scaled_scores(scores, self.scale)
         gen = as_generator(rng)
         charge(accountant, self.event, label)
-        return int(np.argmax(logits + gumbel(gen, int(s.size))))
+        return int(np.argmax(logits + gumbel(gen, int(logits.size))))
 
     def select(
         self,

@@ -12,7 +12,13 @@ from dpkit._checks import check_epsilon, check_positive
 from dpkit.accounting import ReportNoisyMaxEvent
 from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms._base import SupportsCharge, charge
-from dpkit.mechanisms._selection import check_candidates, check_scores, gumbel, score_scale
+from dpkit.mechanisms._selection import (
+    check_candidates,
+    check_scores,
+    gumbel,
+    scaled_scores,
+    score_scale,
+)
 from dpkit.random import RNGLike, as_generator
 
 __all__ = ["ReportNoisyMax"]
@@ -93,15 +99,10 @@ class ReportNoisyMax:
         label: str | None = None,
     ) -> int:
         """Index of the largest noisy score."""
-        s = check_scores(scores)
-        logits = s * self.scale
-        if not np.all(np.isfinite(logits)):
-            raise PrivacyParameterError(
-                "epsilon/sensitivity times the scores overflows; rescale the scores."
-            )
+        logits = scaled_scores(scores, self.scale)
         gen = as_generator(rng)
         charge(accountant, self.event, label)
-        n = int(s.size)
+        n = int(logits.size)
         noise = gen.standard_exponential(n) if self.noise == "exponential" else gumbel(gen, n)
         return int(np.argmax(logits + noise))
 

@@ -6,11 +6,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from dpkit.errors import DataError
+from dpkit.errors import DataError, PrivacyParameterError
 from dpkit.mechanisms._base import FloatArray
 from dpkit.noise import as_finite_array
 
-__all__ = ["check_candidates", "check_scores", "gumbel", "score_scale"]
+__all__ = ["check_candidates", "check_scores", "gumbel", "scaled_scores", "score_scale"]
 
 
 def score_scale(epsilon: float, sensitivity: float, monotonic: bool) -> float:
@@ -32,6 +32,16 @@ def check_scores(scores: object, name: str = "scores") -> FloatArray:
     if arr.size == 0:
         raise DataError(f"{name} is empty; there must be at least one candidate.")
     return arr
+
+
+def scaled_scores(scores: object, scale: float, name: str = "scores") -> FloatArray:
+    """``scale · scores`` for finite, 1-d, non-empty scores, refusing an overflow."""
+    logits = check_scores(scores, name) * scale
+    if not np.all(np.isfinite(logits)):
+        raise PrivacyParameterError(
+            "epsilon/sensitivity times the scores overflows; rescale the scores."
+        )
+    return logits
 
 
 def check_candidates(candidates: Sequence[object] | None, n: int) -> None:
