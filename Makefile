@@ -37,8 +37,7 @@ $(BENCH_VENV)/.installed: pyproject.toml benchmarks/requirements.txt
 	touch $@
 
 bench: $(BENCH_VENV)/.installed
-	for b in benchmarks/noise.py benchmarks/accounting.py benchmarks/stats.py; do \
-		test ! -f $$b || $(BENCH_PY) $$b || exit 1; done
+	for b in benchmarks/[a-z]*.py; do $(BENCH_PY) $$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

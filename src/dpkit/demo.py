@@ -9,6 +9,7 @@ CDF of DP error against sampling error (seed 001), in ``demo_output/``.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import numpy as np
 
@@ -19,6 +20,9 @@ from dpkit.mechanisms import RandomizedResponse
 from dpkit.noise import discrete_gaussian, discrete_laplace, laplace, laplace_grid
 
 SEED = 2024  # the demo is reproducible; real releases use rng=None (secure)
+
+# Each layer above the statistics keeps its own demo section next to its code.
+_LAYER_SECTIONS: list[Callable[[], None]] = []
 
 
 def _noise() -> None:
@@ -142,6 +146,9 @@ def main() -> None:
     _medians()
     _accounting()
     _plot()
+    for section in _LAYER_SECTIONS:
+        print()
+        section()
 
 
 if __name__ == "__main__":
