@@ -265,12 +265,23 @@ def test_report_noisy_max_gumbel_is_exponential_mechanism() -> None:
 
 @pytest.mark.parametrize(("whole", "num"), [(0, 1), (0, 3), (1, 0), (2, 1)])
 def test_exact_coin_of_permute_and_flip(whole: int, num: int) -> None:
-    from dpkit.mechanisms._permute_and_flip import _ONE, _accept
+    from dpkit.mechanisms._permute_and_flip import _ONE, coins
 
     gen = np.random.default_rng(60 + num)
-    part = _ONE * num // 4  # γ = whole + num/4
-    hits = sum(_accept(gen, whole, part) for _ in range(40_000))
+    gamma = whole * _ONE + _ONE * num // 4  # γ = whole + num/4, in units of 2**-60
+    hits = int(coins(gen, [gamma] * 40_000).sum())
     assert stats.binomtest(hits, 40_000, math.exp(-(whole + num / 4))).pvalue > P_MIN
+
+
+@pytest.mark.parametrize(("whole", "num"), [(0, 1), (1, 3)])
+def test_exact_fallback_of_the_coin(whole: int, num: int) -> None:
+    # The exact path (taken when the float bracket cannot decide) on its own, from no known bits
+    from dpkit.mechanisms._permute_and_flip import _ONE, _resolve
+
+    gen = np.random.default_rng(70 + num)
+    gamma = whole * _ONE + _ONE * num // 4
+    hits = sum(_resolve(gen, gamma, 0, 0) for _ in range(20_000))
+    assert stats.binomtest(hits, 20_000, math.exp(-(whole + num / 4))).pvalue > P_MIN
 
 
 @settings(max_examples=60, deadline=None)

@@ -9,7 +9,10 @@ import numpy as np
 import pytest
 
 import dpkit.stats as st
+from dpkit.accounting import Neighbouring
 from dpkit.errors import DataError, DPKitError, PrivacyParameterError
+
+REPLACE = Neighbouring.REPLACE
 
 GOOD = np.linspace(0.0, 1.0, 50)
 B = (0.0, 1.0)
@@ -29,7 +32,6 @@ BAD_DATA = {
     "nan": np.array([0.1, np.nan, 0.3]),
     "inf": np.array([0.1, np.inf, 0.3]),
     "none": [0.1, None, 0.3],
-    "empty": np.array([]),
     "2d": np.ones((3, 2)),
     "strings": ["a", "b"],
     "missing": None,
@@ -41,6 +43,16 @@ BAD_DATA = {
 def test_bad_data(name: str, bad: str, recorder: Any) -> None:
     with pytest.raises(DataError):
         CALLS[name](BAD_DATA[bad], epsilon=1.0, accountant=recorder, rng=0)
+    assert recorder.ledger == []
+
+
+@pytest.mark.parametrize("name", sorted(set(CALLS) - {"sum"}))  # a sum of nothing is 0
+def test_empty_data_is_refused_only_when_n_is_public(name: str, recorder: Any) -> None:
+    # Under add/remove an empty dataset is a valid input (answered with noise, see
+    # test_stats_hardening.py); under replace-one the size is public and these statistics are
+    # undefined on no records, so the refusal reveals nothing.
+    with pytest.raises(DataError, match="empty"):
+        CALLS[name](np.array([]), epsilon=1.0, accountant=recorder, rng=0, neighbouring=REPLACE)
     assert recorder.ledger == []
 
 

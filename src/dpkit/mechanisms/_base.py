@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
+from dpkit._messages import not_numeric
 from dpkit.accounting import Accountant
 from dpkit.errors import DataError, PrivacyParameterError
 
@@ -106,7 +108,7 @@ def check_float_value(value: object, shape: tuple[int, ...]) -> FloatArray:
     try:
         arr = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError) as exc:
-        raise DataError(f"value must be numeric: {exc}") from None
+        raise DataError(not_numeric("value", exc)) from None
     if arr.shape != shape:
         raise _shape_error(arr.shape, shape)
     if not np.all(np.isfinite(arr)):
@@ -116,6 +118,36 @@ def check_float_value(value: object, shape: tuple[int, ...]) -> FloatArray:
     return arr
 
 
+def _exact_ints(raw: npt.NDArray[Any]) -> IntArray:
+    """An object array of integers (Python ints, NumPy ints, integral floats) as int64, exactly."""
+    out: list[int] = []
+    for v in raw.flat:
+        if v is None:
+            raise DataError("value contains None; pass integers only.")
+        if isinstance(v, bool | np.bool_) or not isinstance(v, numbers.Real):
+            raise DataError(
+                f"value must be integer: an entry of type {type(v).__name__} is not a number."
+            )
+        if isinstance(v, numbers.Integral):
+            i = int(v)
+        else:
+            f = float(v)
+            if not math.isfinite(f):
+                raise DataError(
+                    "value contains NaN or infinite values; integer queries need integers."
+                )
+            if not f.is_integer():
+                raise DataError(
+                    "value must hold integers (this mechanism is for counts and other integer "
+                    "queries); use Laplace or Gaussian for real-valued queries."
+                )
+            i = int(f)
+        if not -INT_LIMIT < i < INT_LIMIT:
+            raise DataError("value has integers beyond ±2^62; the noisy sum could overflow int64.")
+        out.append(i)
+    return np.array(out, dtype=np.int64).reshape(raw.shape)
+
+
 def check_int_value(value: object, shape: tuple[int, ...]) -> IntArray:
     """An int64 array of exactly ``shape``; floats are accepted only when integral."""
     if value is None:
@@ -123,16 +155,13 @@ def check_int_value(value: object, shape: tuple[int, ...]) -> IntArray:
     try:
         raw = np.asarray(value)
     except (TypeError, ValueError) as exc:  # pragma: no cover - numpy rarely refuses
-        raise DataError(f"value must be integer: {exc}") from None
+        raise DataError(not_numeric("value", exc, "integer")) from None
     if raw.shape != shape:
         raise _shape_error(raw.shape, shape)
     if raw.dtype.kind == "O":
-        if any(v is None for v in raw.flat):
-            raise DataError("value contains None; pass integers only.")
-        try:
-            raw = np.asarray(raw.tolist(), dtype=np.float64)
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise DataError(f"value must be integer: {exc}") from None
+        # Python ints beyond 2^53 must not pass through float64 (2^60 + 129 would become
+        # 2^60 + 128): convert entry by entry, exactly.
+        raw = _exact_ints(raw)
     if raw.dtype.kind not in "iubf":
         raise DataError(f"value must be integer, got dtype {raw.dtype}.")
     if raw.dtype.kind == "f":

@@ -17,7 +17,13 @@ from dpkit.mechanisms._base import (
     check_float_value,
 )
 from dpkit.mechanisms._tails import check_alpha, discrete_gaussian_quantile
-from dpkit.noise import gaussian, gaussian_grid, rounded_sensitivity, sampled_sigma
+from dpkit.noise import (
+    check_gaussian_scale,
+    gaussian,
+    gaussian_grid,
+    rounded_sensitivity,
+    sampled_sigma,
+)
 from dpkit.random import RNGLike, as_generator
 
 __all__ = ["Gaussian"]
@@ -155,6 +161,9 @@ class Gaussian:
         sens = check_positive(self.sensitivity, "sensitivity")
         shape = as_shape(self.shape)
         sigma, grid, event = calibrate_float_gaussian(eps, dlt, sens, max(1, math.prod(shape)))
+        # a σ or grid the exact sampler cannot use (Δ = 1e300 puts the grid beyond 2^960) is
+        # refused here, before any release could charge for it
+        check_gaussian_scale(sigma, grid)
         object.__setattr__(self, "epsilon", eps)
         object.__setattr__(self, "delta", dlt)
         object.__setattr__(self, "sensitivity", sens)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from dpkit._messages import not_numeric
 from dpkit.errors import DataError, PrivacyParameterError
 from dpkit.mechanisms._base import FloatArray, IntArray
 from dpkit.mechanisms._selection import gumbel
@@ -98,7 +99,7 @@ def _grid_points(points: object, lo: float, hi: float, grid: int) -> tuple[IntAr
     try:
         x = np.asarray(points, dtype=np.float64)
     except (TypeError, ValueError) as exc:
-        raise DataError(f"points must be numeric: {exc}") from None
+        raise DataError(not_numeric("points", exc)) from None
     if x.ndim != 1:
         raise DataError(f"points must be 1-d, got shape {x.shape}.")
     if not np.isfinite(x).all():
@@ -178,7 +179,7 @@ def cells_for(
     try:
         gap_scores = np.asarray(scores, dtype=np.float64)
     except (TypeError, ValueError) as exc:
-        raise DataError(f"scores must be numeric or a callable: {exc}") from None
+        raise DataError(not_numeric("scores", exc, "numeric or a callable")) from None
     if gap_scores.shape != (n + 1,):
         raise DataError(
             f"scores must have one entry per gap, n + 1 = {n + 1} for {n} points; got shape "

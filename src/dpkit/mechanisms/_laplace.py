@@ -15,7 +15,7 @@ from dpkit.mechanisms._base import (
     check_float_value,
 )
 from dpkit.mechanisms._tails import check_alpha, discrete_laplace_quantile
-from dpkit.noise import laplace, laplace_grid, rounded_sensitivity
+from dpkit.noise import check_laplace_scale, laplace, laplace_grid, rounded_sensitivity
 from dpkit.random import RNGLike, as_generator
 
 __all__ = ["Laplace"]
@@ -31,8 +31,12 @@ class Laplace:
     (:func:`dpkit.noise.laplace`), so every possible output lies on one grid that does not depend
     on the data, closing the attack of Mironov (2012) on textbook floating-point Laplace noise.
     Rounding moves each of the ``k`` coordinates by at most half a grid step, so the noise is
-    calibrated to the rounded query's sensitivity ``Δ + k · 2**grid`` (a relative excess of about
-    ``k · 2**-40 · ε``): the release is ε-DP exactly, for the sensitivity as given.
+    calibrated to the rounded query's sensitivity ``Δ + k · 2**grid``: the release is ε-DP
+    exactly, for the sensitivity as given. The grid is about ``2**-40 · min(Δ, Δ/ε)`` (see
+    :func:`dpkit.noise.laplace_grid`), so the relative excess ``k · 2**grid / Δ`` is about
+    ``k · 2**-40`` for ε ≥ 2^-11 and stays below 2^-6 down to ε ≈ 2^-45; a smaller ε is refused
+    at construction (nothing is charged), because the exact sampler could not represent the
+    noise scale.
 
     The sensitivity depends on the neighbouring relation: a count has Δ = 1 under add/remove and
     Δ = 1 under replace (one record leaves, one enters: each count moves by at most one, a
@@ -82,9 +86,13 @@ class Laplace:
         eps = check_epsilon(self.epsilon)
         delta = check_positive(self.sensitivity, "sensitivity")
         shape = as_shape(self.shape)
-        grid = laplace_grid(delta / eps)
-        rounded = rounded_sensitivity(delta, grid, coordinates=max(1, math.prod(shape)))
+        k = max(1, math.prod(shape))
+        # the grid from min(Δ, Δ/ε): the rounding allowance stays ~2^-40 of Δ for any ε ≥ 2^-40
+        # (and is refused here, before any charge, when ε is too small to sample exactly)
+        grid = laplace_grid(delta / eps, sensitivity=delta, coordinates=k)
+        rounded = rounded_sensitivity(delta, grid, coordinates=k)
         scale = math.nextafter(rounded / eps, math.inf)  # so that rounded / scale ≤ ε
+        check_laplace_scale(scale, grid)
         object.__setattr__(self, "epsilon", eps)
         object.__setattr__(self, "sensitivity", delta)
         object.__setattr__(self, "shape", shape)

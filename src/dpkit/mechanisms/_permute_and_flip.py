@@ -5,11 +5,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from decimal import MAX_EMAX, MIN_EMIN, Context, Decimal
 from fractions import Fraction
 from itertools import permutations
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from dpkit._checks import check_epsilon, check_positive
 from dpkit.accounting import PermuteAndFlipEvent
@@ -18,34 +20,67 @@ from dpkit.mechanisms._base import FloatArray, SupportsCharge, charge
 from dpkit.mechanisms._selection import check_candidates, check_scores, score_scale
 from dpkit.random import RNGLike, as_generator
 
-__all__ = ["PermuteAndFlip"]
+__all__ = ["PermuteAndFlip", "coins"]
 
 _SCORE_BITS = 40  # scores are rounded to multiples of 2**(floor(log2 Δ) − 40)
 _RATE_BITS = 60  # the rate multiplying score gaps is a multiple of 2**-60, rounded down
 _ONE = 1 << _RATE_BITS
 
 
-def _bernoulli_exp_unit(rng: np.random.Generator, part: int) -> bool:
-    """Exact Bernoulli(exp(−part / 2**60)) for 0 ≤ part ≤ 2**60, one coin at a time.
+_U_BITS = 53  # numpy's Generator.random() returns K · 2**-53 with K uniform on [0, 2**53)
+_MARGIN = 2.0**-40  # relative error allowed for the float bracket of exp(−γ) (actual < 2**-42)
+_CAP = 700 << _RATE_BITS  # exp(−700) is a normal double: no subnormal (slow) arithmetic
 
-    Canonne, Kamath and Steinke (2020), Algorithm 1 for γ ∈ [0, 1]: draw A_k ~ Bernoulli(γ/k)
-    for k = 1, 2, … until one fails; the number of successes is even with probability exp(−γ).
-    Bernoulli(γ/k) is ``[U_k = 0] · [V < part]`` with U_k uniform on {0..k−1} and V on
-    {0..2^60−1}: integer comparisons only. A scalar loop like this costs a few microseconds a coin,
-    where the batch sampler of :mod:`dpkit.noise` is built for arrays.
+
+def coins(rng: np.random.Generator, gammas: Sequence[int]) -> npt.NDArray[np.bool_]:
+    """Exact Bernoulli(exp(−γ_i / 2**60)) for every i, with work that does not depend on the γ_i.
+
+    Each coin is ``[U_i < exp(−γ_i)]`` for a uniform ``U_i``. One 64-bit word per coin gives the
+    first 53 bits of ``U_i`` (``K_i · 2**-53``); one vectorised float ``exp`` brackets
+    ``exp(−γ_i)`` within a relative ``2**-40`` (``float(γ)`` is within ``2**-53``, ``γ ≤ 700`` in
+    the float path and ``exp`` within a few ulp: the true error is below ``2**-42``). Whenever the
+    interval ``[K · 2**-53, (K + 1) · 2**-53)`` lies entirely below or above the bracket the coin
+    is decided; only otherwise (probability below ``2**-39`` per coin) is it resolved exactly by
+    :func:`_resolve`, which draws more bits of ``U_i`` and compares them with a correctly rounded
+    decimal ``exp``. So the coin is exactly Bernoulli(exp(−γ)), and its running time — one word
+    and the same vectorised operations for every candidate, tied or not, rejected or not — is
+    independent of the data except on that ``2**-39`` event.
     """
-    k = 1
-    while (k == 1 or rng.integers(0, k) == 0) and rng.integers(0, _ONE) < part:
-        k += 1
-    return k % 2 == 1
+    m = len(gammas)
+    u = rng.random(m)
+    g = np.array([float(min(v, _CAP)) for v in gammas]) * 2.0**-_RATE_BITS
+    p = np.exp(-g)
+    lo = np.where(g == 0.0, 1.0, np.where(g >= 700.0, 0.0, p * (1.0 - _MARGIN)))
+    hi = np.where(g == 0.0, 1.0, p * (1.0 + _MARGIN))
+    heads = u + 2.0**-_U_BITS <= lo
+    unsure = ~(heads | (u >= hi))
+    for i in np.flatnonzero(unsure):  # almost never taken (probability < 2**-39 per coin)
+        heads[i] = _resolve(rng, int(gammas[int(i)]), int(u[i] * 2.0**_U_BITS), _U_BITS)
+    return heads
 
 
-def _accept(rng: np.random.Generator, whole: int, part: int) -> bool:
-    """Exact Bernoulli(exp(−(whole + part / 2**60))), stopping at the first failed coin."""
-    for _ in range(whole):
-        if not _bernoulli_exp_unit(rng, _ONE):
+def _resolve(rng: np.random.Generator, gamma: int, k: int, bits: int) -> bool:
+    """Exact ``[U < exp(−γ/2**60)]`` for U uniform in ``[k · 2**-bits, (k + 1) · 2**-bits)``.
+
+    Python's :mod:`decimal` computes ``exp`` correctly rounded, so at P digits the true value
+    lies within one unit in the last place of the result; U is refined by 64 bits at a time and
+    the precision raised with it until the two intervals separate (with probability 1).
+    """
+    digits = len(str(gamma)) + 2 * _RATE_BITS  # γ/2**60 = γ·5**60/10**60: exact at this precision
+    exact = Context(prec=digits, Emin=MIN_EMIN, Emax=MAX_EMAX, traps=[])
+    x = exact.scaleb(Decimal(gamma * 5**_RATE_BITS), -_RATE_BITS)
+    while True:
+        prec = digits + bits // 3 + 20
+        ctx = Context(prec=prec, Emin=MIN_EMIN, Emax=MAX_EMAX, traps=[])
+        r = ctx.exp(ctx.minus(x))
+        ulp = Fraction(10) ** ((r.adjusted() if r else ctx.Etiny()) - prec + 1)
+        value = Fraction(r)
+        if Fraction(k + 1, 1 << bits) <= value - ulp:
+            return True
+        if Fraction(k, 1 << bits) >= value + ulp:
             return False
-    return part == 0 or _bernoulli_exp_unit(rng, part)
+        k = (k << 64) | int(rng.integers(0, 1 << 64, dtype=np.uint64))
+        bits += 64
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,6 +102,11 @@ class PermuteAndFlip:
     Bernoulli(exp(−γ)) with rational γ (Canonne, Kamath and Steinke 2020, Algorithm 1, drawn
     with integer comparisons only), the permutation is an exact uniform shuffle, and the
     mechanism run is permute-and-flip at an ε' ≤ ε: no floating-point approximation at all.
+
+    **Constant work.** Every candidate's coin is flipped and the first heads in a random order
+    is returned (:func:`coins`): the same output distribution as stopping at the first heads, but
+    the amount of work no longer depends on which candidates are rejected or tied (a timing
+    channel; Jin et al. 2022), except on an event of probability below ``2**-39`` per candidate.
 
     Parameters
     ----------
@@ -169,11 +209,14 @@ class PermuteAndFlip:
         gen = as_generator(rng)
         charge(accountant, self.event, label)
         best = max(s)
-        for r in gen.permutation(len(s)):
-            gamma = self._rate * (best - s[int(r)])  # γ = gamma / 2**60, exactly
-            if _accept(gen, gamma >> _RATE_BITS, gamma & (_ONE - 1)):
-                return int(r)
-        raise AssertionError("the best candidate always accepts")  # pragma: no cover
+        # Flip every candidate's coin (not only until the first heads), then take the first heads
+        # in a uniformly random order: the same distribution as visiting candidates in that order
+        # and stopping at the first heads (McKenna and Sheldon 2020), but the work — one word per
+        # coin, one permutation — no longer reveals how many candidates were rejected, nor
+        # whether the best one is tied (Jin et al. 2022's timing channel).
+        order = gen.permutation(len(s))
+        heads = coins(gen, [self._rate * (best - v) for v in s])  # γ_i = rate · gap / 2**60
+        return int(order[int(np.argmax(heads[order]))])  # the best candidate is always heads
 
     def select(
         self,

@@ -16,7 +16,7 @@ from dpkit.mechanisms._base import (
     check_float_value,
     check_integer_parameter,
 )
-from dpkit.noise import laplace, laplace_grid, rounded_sensitivity
+from dpkit.noise import check_laplace_scale, laplace, laplace_grid, rounded_sensitivity
 from dpkit.random import RNGLike, as_generator
 
 __all__ = ["SparseVector"]
@@ -112,9 +112,11 @@ class SparseVector:
         ratio = (float(c) if monotonic else 2.0 * c) ** (2.0 / 3.0)
         eps1 = eps / (1.0 + ratio)
         eps2 = eps - eps1
-        grid = laplace_grid(min(sens / eps1, c * sens / eps2))
-        rounded = rounded_sensitivity(sens, grid)
         factor = c if monotonic else 2 * c
+        # grid from min(Δ, scales) and coarse enough for the larger scale to be sampled exactly;
+        # an ε too small for that is refused here, before the first query charges
+        grid = laplace_grid(max(sens / eps1, factor * sens / eps2), sensitivity=sens)
+        rounded = rounded_sensitivity(sens, grid)
         self.epsilon = eps
         self.sensitivity = sens
         self.threshold = float(threshold)
@@ -124,6 +126,8 @@ class SparseVector:
         self.epsilon_queries = eps2
         self.threshold_scale = math.nextafter(rounded / eps1, math.inf)
         self.query_scale = math.nextafter(factor * rounded / eps2, math.inf)
+        check_laplace_scale(self.threshold_scale, grid)
+        check_laplace_scale(self.query_scale, grid)
         self.event = PureDPEvent(epsilon=eps)
         self._grid = grid
         self._lock = threading.Lock()

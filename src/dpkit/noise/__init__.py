@@ -12,6 +12,8 @@ from dpkit.noise._bernoulli import bernoulli_exp
 from dpkit.noise._discrete import discrete_gaussian, discrete_laplace, sampled_sigma
 from dpkit.noise._float_safe import (
     as_finite_array,
+    check_gaussian_scale,
+    check_laplace_scale,
     gaussian,
     gaussian_grid,
     laplace,
@@ -23,6 +25,8 @@ from dpkit.noise._float_safe import (
 __all__ = [
     "as_finite_array",
     "bernoulli_exp",
+    "check_gaussian_scale",
+    "check_laplace_scale",
     "discrete_gaussian",
     "discrete_laplace",
     "gaussian",

@@ -39,7 +39,7 @@ from dpkit.stats._common import (
     scaled_total,
     warn_large_delta,
 )
-from dpkit.stats._data import FloatArray, as_vector, check_bounds, check_n
+from dpkit.stats._data import FloatArray, as_vector, check_bounds, check_n, refuse_empty_public
 from dpkit.stats._events import Neighbouring, is_replace
 from dpkit.stats._fixed import check_finite
 from dpkit.stats._noisy import Part
@@ -138,6 +138,8 @@ def cov(
     eps, dlt = check_privacy(epsilon, delta)
     replace = is_replace(neighbouring)
     xa, ya, bx, by = _pair(x, y, bounds)
+    if replace and n is None:
+        refuse_empty_public(int(xa.size), "cov")
     n_pub = check_n(n) or (int(xa.size) if replace else None)
     warn_large_delta(dlt, n_pub)
     parts, totals = _sums(xa, ya, bx, by, replace, centred=True)
@@ -228,6 +230,8 @@ def corr(
     if method not in ("moments", "six_sums"):
         raise DataError(f"method must be 'moments' or 'six_sums', got {method!r}.")
     xa, ya, bx, by = _pair(x, y, bounds)
+    if replace and n is None:
+        refuse_empty_public(int(xa.size), "corr")
     n_pub = check_n(n) or (int(xa.size) if replace else None)
     warn_large_delta(dlt, n_pub)
     centred = method == "moments"

@@ -15,6 +15,7 @@ from dpkit.stats._common import SupportsCharge, charge
 from dpkit.stats._data import as_vector
 from dpkit.stats._events import Neighbouring, discrete_laplace_event, is_replace
 from dpkit.stats._fixed import check_finite
+from dpkit.stats._noisy import check_sampleable
 from dpkit.stats._release import NoInterval, Release
 
 __all__ = ["bounds"]
@@ -91,6 +92,7 @@ def bounds(
     sens = 2 if replace else 1
     scale = Fraction(sens) / Fraction(eps * (1.0 - 2.0**-40))
     event = discrete_laplace_event(scale=scale, sensitivity=sens)
+    check_sampleable("laplace", scale)  # refuse a tiny ε before charging, not after
     charge(accountant, event, "bounds")
     noisy = counts + np.asarray(discrete_laplace(scale, size=_BINS, rng=as_generator(rng)))
     tau = float(scale) * math.log(_BINS / b)

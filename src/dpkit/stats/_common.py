@@ -134,7 +134,7 @@ def release_parts(
         size = float(public_n) if public_n is not None else max(float(noisy[-1]), 1.0)
         sd = sampling_sd(value, size)
     box = PartsBox(noisy, pl.parts, exact or estimator, sd, limits)
-    return Release(_plain(value), pl.event, statistic, box), pl, noisy
+    return Release(_plain(value), pl.event, statistic, box, delta=delta), pl, noisy
 
 
 def _plain(value: Any) -> Any:

@@ -10,51 +10,101 @@ import numpy.typing as npt
 
 from dpkit.errors import DataError
 
-__all__ = ["FloatArray", "as_matrix", "as_vector", "check_bounds", "check_n", "records"]
+__all__ = [
+    "FloatArray",
+    "as_matrix",
+    "as_vector",
+    "check_bounds",
+    "check_n",
+    "records",
+    "refuse_empty_public",
+]
 
 FloatArray = npt.NDArray[np.float64]
 
 
 def _as_float_array(x: object, name: str) -> FloatArray:
+    """A plain (base-class) float64 ndarray of the data, whatever array-like was given.
+
+    Every input is converted to a base-class ``numpy.ndarray``: a subclass may redefine ``min``,
+    ``max``, ``sum`` or ``clip`` (a ``numpy.ma.MaskedArray`` ignores masked entries in ``min`` and
+    ``max`` while its buffer still holds them), and clamping must see exactly the values that are
+    added. Masked arrays are refused rather than silently filled or compressed: which of the two
+    is meant is the caller's decision (``x.compressed()`` drops the masked records, ``x.filled(v)``
+    replaces them), and either choice changes the statistic.
+    """
     if x is None:
         raise DataError(f"{name} is None; pass a 1-d array of numbers.")
-    if isinstance(x, np.ndarray) and x.dtype == np.float64:
-        return x
-    arr = np.asarray(x)
+    if isinstance(x, np.ma.MaskedArray):
+        raise DataError(
+            f"{name} is a masked array; decide what the masked records mean first: "
+            f"{name}.compressed() drops them, {name}.filled(value) replaces them."
+        )
+    try:
+        arr = np.asarray(x)
+    except (TypeError, ValueError, OverflowError):
+        # the exception's text may quote a record: never pass it on
+        raise DataError(
+            f"{name} could not be read as an array of numbers (ragged rows or mixed types?)."
+        ) from None
+    if type(arr) is not np.ndarray:  # pragma: no cover - asarray returns the base class
+        arr = np.array(arr, subok=False)
     if arr.dtype == object or arr.dtype.kind not in "biuf":
         raise DataError(
             f"{name} must be numeric (got dtype {arr.dtype}); remove None or non-numbers first."
         )
-    return arr.astype(np.float64)
+    if arr.dtype != np.float64:
+        arr = arr.astype(np.float64)
+    return arr
 
 
 def as_vector(x: object, name: str = "x") -> FloatArray:
-    """A non-empty 1-d float64 array (finiteness is checked while aggregating, in one pass)."""
+    """A 1-d float64 base-class array (finiteness is checked while aggregating, in one pass).
+
+    An empty array is valid: under add/remove neighbours the empty dataset and a one-record
+    dataset are neighbours, so a refusal would be an unprotected output that reveals emptiness.
+    Statistics answer it with noise (and refuse only where the record count is public and the
+    statistic undefined, see :func:`refuse_empty_public`).
+    """
     arr = _as_float_array(x, name)
     if arr.ndim != 1:
         raise DataError(
             f"{name} must be 1-d, got shape {arr.shape}; pass one column at a time (or use "
             "cov/corr/histogram for several columns)."
         )
-    if arr.size == 0:
-        raise DataError(f"{name} is empty; a private statistic needs at least one record.")
     return arr
 
 
 def as_matrix(x: object, name: str = "x") -> FloatArray:
-    """A non-empty 2-d float64 array of shape (records, columns); a 1-d array is one column."""
+    """A 2-d float64 array of shape (records, columns); a 1-d array is one column.
+
+    Zero records is valid (see :func:`as_vector`); zero columns is not.
+    """
     arr = _as_float_array(x, name)
     if arr.ndim == 1:
         arr = arr[:, None]
     if arr.ndim != 2:
         raise DataError(f"{name} must be 1-d or 2-d (records × columns), got shape {arr.shape}.")
-    if arr.shape[0] == 0 or arr.shape[1] == 0:
-        raise DataError(f"{name} is empty (shape {arr.shape}); pass at least one record.")
+    if arr.shape[1] == 0:
+        raise DataError(f"{name} has no columns (shape {arr.shape}); pass at least one column.")
     if not np.all(np.isfinite(arr)):
         raise DataError(
             f"{name} contains NaN or infinite values; remove or impute them before releasing."
         )
     return arr
+
+
+def refuse_empty_public(size: int, statistic: str) -> None:
+    """Refuse a statistic that is undefined on no records, when the record count is public.
+
+    Under replace-one neighbours (or with a public ``n``) the size is not private, so refusing
+    an empty dataset reveals nothing; under add/remove a caller must answer it with noise.
+    """
+    if size == 0:
+        raise DataError(
+            f"x is empty and the number of records is public here (replace-one neighbours), so "
+            f"the {statistic} of no records is undefined; nothing was charged."
+        )
 
 
 def check_bounds(bounds: object, name: str = "bounds") -> tuple[float, float]:

@@ -26,7 +26,7 @@ from dpkit.stats._events import (
     discrete_laplace_event,
     is_replace,
 )
-from dpkit.stats._noisy import Part, PartNoise
+from dpkit.stats._noisy import Part, PartNoise, check_sampleable
 from dpkit.stats._release import LinearNoise, Release
 
 __all__ = ["histogram"]
@@ -122,6 +122,7 @@ def histogram(
         sigma = Fraction(_gaussian_sigma(eps, dlt, replace))
         noise = PartNoise(Part("counts", 0, 1), 0, 1, "gaussian", sigma)
         event = _gaussian_event(float(sigma), replace)
+    check_sampleable(noise.kind, noise.scale)  # refuse a tiny ε before charging, not after
     charge(accountant, event, "histogram", delta=dlt)
     gen = as_generator(rng)
     if noise.kind == "laplace":
@@ -129,4 +130,4 @@ def histogram(
     else:
         z = discrete_gaussian(noise.scale, size=counts.shape, rng=gen)
     value = counts + np.asarray(z, dtype=np.float64)
-    return Release(value, event, "histogram", LinearNoise(((noise, 1.0),)))
+    return Release(value, event, "histogram", LinearNoise(((noise, 1.0),)), delta=dlt)

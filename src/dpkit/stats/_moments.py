@@ -27,7 +27,7 @@ from dpkit.stats._common import (
     scaled_total,
     warn_large_delta,
 )
-from dpkit.stats._data import as_vector, check_bounds, check_n, records
+from dpkit.stats._data import as_vector, check_bounds, check_n, records, refuse_empty_public
 from dpkit.stats._events import Neighbouring, is_replace
 from dpkit.stats._fixed import check_finite, fixed_sum, power_exponent
 from dpkit.stats._noisy import Part, plan
@@ -86,7 +86,8 @@ def count(
     if not replace:
         charge(accountant, pl.event, "count", delta=dlt)
     (value,) = pl.draw([n], rng)
-    return Release(float(value), pl.event, "count", LinearNoise(((pl.parts[0], 1.0),)))
+    noise = LinearNoise(((pl.parts[0], 1.0),))
+    return Release(float(value), pl.event, "count", noise, delta=dlt if not replace else 0.0)
 
 
 def sum(
@@ -124,7 +125,7 @@ def sum(
     pl = plan([Part("sum", -k, sens)], epsilon=eps, delta=dlt)
     charge(accountant, pl.event, "sum", delta=dlt)
     (value,) = pl.draw([total], rng)
-    return Release(value, pl.event, "sum", LinearNoise(((pl.parts[0], 1.0),)))
+    return Release(value, pl.event, "sum", LinearNoise(((pl.parts[0], 1.0),)), delta=dlt)
 
 
 def mean(
@@ -197,6 +198,7 @@ def mean(
     data = as_vector(x)
     n_pub = check_n(n)
     if replace and n_pub is None:
+        refuse_empty_public(int(data.size), "mean")
         n_pub = int(data.size)
     warn_large_delta(dlt, n_pub)
     k = power_exponent((lo, hi))
@@ -213,7 +215,7 @@ def mean(
         charge(accountant, pl.event, "mean", delta=dlt)
         (s,) = pl.draw([centred], rng)
         noise = LinearNoise(((pl.parts[0], 1.0 / size),), sampling_sd=h / math.sqrt(size))
-        return Release(c + s / size, pl.event, "mean", noise)
+        return Release(c + s / size, pl.event, "mean", noise, delta=dlt)
 
     def estimate(s: Any, cnt: Any) -> Any:
         return np.clip(c + s / np.maximum(cnt, 1.0), lo, hi)
@@ -280,6 +282,7 @@ def _variance(
     check_finite(data)
     n_pub = check_n(n)
     if replace and n_pub is None:
+        refuse_empty_public(int(data.size), statistic)
         n_pub = int(data.size)
     warn_large_delta(dlt, n_pub)
     u, ulo, uhi = normalise(data, (lo, hi))

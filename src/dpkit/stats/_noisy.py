@@ -23,8 +23,9 @@ documented reference point (see each statistic), so the split is data-independen
 Rounding to the output grid
 ---------------------------
 A part's exact total ``T`` (integer multiple of ``2**e``) is rounded to a coarser grid
-``2**(e + j)`` with ``j ≥ 0`` chosen from the noise scale (``dpkit.noise.laplace_grid`` /
-``gaussian_grid``: about 2^-40 of b or 2^-24 of σ), by ``R = floor(T / 2**j + 1/2)``. For totals
+``2**(e + j)`` with ``j ≥ 0`` chosen from the noise (``dpkit.noise.laplace_grid`` /
+``gaussian_grid``: about 2^-40 of min(Δ, b), never finer than 2^-51 of b, or 2^-24 of σ), by
+``R = floor(T / 2**j + 1/2)``. For totals
 differing by at most Δ, ``|R − R'| ≤ ceil(Δ / 2**j)``, an integer: the noise is calibrated to that
 rounded sensitivity, so the guarantee is exact, not approximate.
 """
@@ -49,6 +50,8 @@ from dpkit.noise import (
     laplace_grid,
     sampled_sigma,
 )
+from dpkit.noise._discrete import DGAUSS_MAX_NUMERATOR, DLAP_MAX_NUMERATOR
+from dpkit.noise._scales import rational_at_least
 from dpkit.random import RNGLike, as_generator
 from dpkit.stats._events import (
     composed,
@@ -58,7 +61,7 @@ from dpkit.stats._events import (
     sigma_for,
 )
 
-__all__ = ["Part", "PartNoise", "Plan", "plan"]
+__all__ = ["Part", "PartNoise", "Plan", "check_sampleable", "plan"]
 
 _SLACK = 1.0 - 2.0**-40  # each ε_j is shaved so that float sums of the parts stay below ε
 
@@ -171,14 +174,32 @@ class Plan:
 
 def _calibrated(part: Part, real_scale: float, kind: str, ratio: float) -> PartNoise:
     """Noise for ``part`` with scale/sensitivity ``ratio`` (1/ε_j for Laplace, σ_j/Δ_j Gaussian)."""
-    grid = laplace_grid(real_scale) if kind == "laplace" else gaussian_grid(real_scale)
+    if kind == "laplace":
+        # From min(Δ, b) (not b alone, whose 2^-40 exceeds Δ when ε < 2^-40), but coarse enough
+        # that the integer scale stays below the exact sampler's 2^52.
+        fine = laplace_grid(min(real_scale, part.real_sensitivity))
+        grid = max(fine, math.frexp(real_scale)[1] - 51)
+    else:
+        grid = gaussian_grid(real_scale)
     shift = max(0, grid - part.exponent)
     sens = -(-part.sensitivity >> shift)  # ceil(Δ / 2**shift)
+    if kind == "laplace" and (sens << shift) > part.sensitivity + (part.sensitivity >> 6):
+        raise PrivacyParameterError(
+            f"epsilon is too small for the {part.name}: its noise scale would be more than 2^45 "
+            "times its sensitivity, beyond what exact sampling represents; use a larger epsilon."
+        )
     scale = Fraction(sens) * Fraction(ratio)
     if kind == "gaussian":
         # the σ the sampler really draws with, so that the event describes it exactly
         scale = Fraction(sampled_sigma(float(scale)))
+    check_sampleable(kind, scale)
     return PartNoise(part, shift, sens, kind, scale)
+
+
+def check_sampleable(kind: str, scale: Fraction) -> None:
+    """Refuse, before anything is charged, an integer noise scale the exact samplers cannot use."""
+    limit = DLAP_MAX_NUMERATOR if kind == "laplace" else DGAUSS_MAX_NUMERATOR
+    rational_at_least(scale, "noise scale", max_numerator=limit)
 
 
 def plan(parts: Sequence[Part], *, epsilon: float, delta: float) -> Plan:

@@ -43,7 +43,7 @@ from dpkit._checks import check_epsilon
 from dpkit.errors import DataError
 from dpkit.random import RNGLike, as_generator
 from dpkit.stats._common import SupportsCharge, charge
-from dpkit.stats._data import FloatArray, as_vector, check_bounds
+from dpkit.stats._data import FloatArray, as_vector, check_bounds, refuse_empty_public
 from dpkit.stats._events import Neighbouring, composed, exponential_event, is_replace
 from dpkit.stats._fixed import check_finite
 from dpkit.stats._release import NoInterval, Release
@@ -86,10 +86,15 @@ def _cells(
     ``window`` (sorted) holds every data point in ``[first, last]``.
     """
     n = below + above + window.size
+    if window.size == 0:  # one gap covers the whole range (e.g. an empty dataset)
+        empty_score = -abs((1.0 - q) * below - q * above)
+        width = float(last - first + 1)
+        return _Cells(
+            np.array([float(first)]),
+            np.array([width]),
+            np.array([math.log(width)]) + beta * empty_score,
+        )
     vals, counts = np.unique(window, return_counts=True)
-    if vals.size == 0:
-        vals = np.array([first])
-        counts = np.array([0])
     cum = below + np.cumsum(counts)  # points ≤ each value
     less_atom = cum - counts
     # atoms: a = points below the value, b = points above it
@@ -240,6 +245,8 @@ def quantile(
     lo, hi = check_bounds(bounds)
     data = as_vector(x)
     check_finite(data)
+    if replace:
+        refuse_empty_public(int(data.size), "quantile")
     g = quantile_grid(lo, hi)
     z, kl, kh = _grid_data(data, lo, hi, g)
     eps_each = eps / len(qs) * (1.0 - 2.0**-40)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -10,6 +11,7 @@ import numpy as np
 from scipy import special
 
 from dpkit._checks import check_probability
+from dpkit.accounting import epsilon_of
 from dpkit.errors import DPKitError, PrivacyParameterError
 from dpkit.stats._noisy import PartNoise
 
@@ -179,12 +181,20 @@ class Release:
         The privacy event charged for it (a ``ComposedEvent`` when it has several noisy parts).
     statistic : str
         What was released, e.g. ``"mean"``.
+    delta : float
+        The δ the release was calibrated for (0 for pure ε-DP); with ``event`` it gives the
+        (ε, δ) shown by ``repr``.
+
+    The ``repr`` shows the value, the privacy cost in user units (ε, and δ when positive) and
+    how ``ci`` computes its error bars; the event itself, in the integer units of the noise, is
+    in ``.event``.
     """
 
     value: Any
     event: object
     statistic: str = "statistic"
     errors: ErrorModel = field(default=NoInterval("no error model"), repr=False, compare=False)
+    delta: float = field(default=0.0, repr=False, compare=False)
 
     def ci(
         self, alpha: float = 0.05, *, include_sampling: bool = False, method: str = "box"
@@ -225,4 +235,30 @@ class Release:
     def __repr__(self) -> str:
         v = self.value
         shown = f"{v:.6g}" if isinstance(v, float) else np.array2string(np.asarray(v), precision=6)
-        return f"Release({self.statistic}={shown}, event={self.event!r})"
+        return f"Release({self.statistic}={shown}, {self._cost()}, ci={_method(self.errors)!r})"
+
+    def _cost(self) -> str:
+        if self.event is None:
+            return "epsilon=0 (public)"
+        try:
+            eps = float(epsilon_of(self.event, delta=self.delta))  # type: ignore[arg-type]
+        except DPKitError:  # pragma: no cover - every event a statistic charges has an ε
+            return "epsilon=?"
+        shown = f"epsilon={_round_up(eps)}"
+        return shown + (f", delta={self.delta:.3g}" if self.delta > 0 else "")
+
+
+def _round_up(eps: float) -> str:
+    """ε to 4 significant digits, rounded up (the charged ε sits a hair below the target)."""
+    text = f"{eps:.4g}"
+    if float(text) < eps:
+        text = f"{float(text) + 10 ** (math.floor(math.log10(eps)) - 3):.4g}"
+    return text
+
+
+def _method(errors: object) -> str:
+    if isinstance(errors, LinearNoise):
+        return "exact noise quantiles" if len(errors.terms) == 1 else "simulated noise"
+    if isinstance(errors, PartsBox):
+        return "box over the noisy parts (conservative)"
+    return "none"
