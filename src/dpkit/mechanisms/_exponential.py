@@ -19,6 +19,7 @@ from dpkit.mechanisms._interval import (
     cells_for,
     check_bounds,
     interval_grid,
+    log_weights,
     sample_cell,
 )
 from dpkit.mechanisms._selection import (
@@ -213,9 +214,10 @@ class Exponential:
         lo, hi = check_bounds(bounds)
         g = interval_grid(lo, hi) if grid is None else _check_grid(grid, lo, hi)
         cells = cells_for(points, scores, (lo, hi), g)
+        logw = log_weights(cells, self.scale)  # refuses an overflow before the charge
         gen = as_generator(rng)
         charge(accountant, self.event, label)
-        return float(np.ldexp(float(sample_cell(cells, self.scale, gen)), g))
+        return float(np.ldexp(float(sample_cell(cells, logw, gen)), g))
 
     def interval_probabilities(
         self,

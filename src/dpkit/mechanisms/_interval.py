@@ -22,7 +22,15 @@ from dpkit.errors import DataError, PrivacyParameterError
 from dpkit.mechanisms._base import FloatArray, IntArray
 from dpkit.mechanisms._selection import gumbel
 
-__all__ = ["Cells", "ScoreFunction", "cells_for", "check_bounds", "interval_grid", "sample_cell"]
+__all__ = [
+    "Cells",
+    "ScoreFunction",
+    "cells_for",
+    "check_bounds",
+    "interval_grid",
+    "log_weights",
+    "sample_cell",
+]
 
 ScoreFunction = Callable[[IntArray, IntArray], object]
 """``scores(less, greater)``: score of a cell from the numbers of points below and above it."""
@@ -63,7 +71,8 @@ def interval_grid(lo: float, hi: float) -> int:
     """
     width_exp = math.frexp(hi - lo)[1] - 1
     mag_exp = math.frexp(max(abs(lo), abs(hi)))[1]
-    return max(width_exp - _GRID_BITS, mag_exp - _EXACT_BITS)
+    # never below 2^-1074, the spacing of the subnormals: finer grid points would not be doubles
+    return max(width_exp - _GRID_BITS, mag_exp - _EXACT_BITS, -1074)
 
 
 class Cells:
@@ -108,7 +117,7 @@ def _grid_points(points: object, lo: float, hi: float, grid: int) -> tuple[IntAr
     k_hi = math.floor(math.ldexp(hi, -grid))
     # clip to the outermost grid points in range, then scale (exact: a power of two) and round
     k = np.clip(x, math.ldexp(k_lo, grid), math.ldexp(k_hi, grid))
-    k *= math.ldexp(1.0, -grid)
+    k = np.ldexp(k, -grid)  # elementwise: 2**-grid itself overflows for subnormal bounds
     np.rint(k, out=k)
     ki = k.astype(np.int64)
     if ki.size > 1 and not bool((ki[1:] >= ki[:-1]).all()):
@@ -199,7 +208,8 @@ def cells_for(
 
 
 def _log_weights(count: IntArray | None, score: FloatArray, scale: float) -> FloatArray:
-    logits = score * scale
+    with np.errstate(over="ignore"):  # an overflow is refused just below
+        logits = score * scale
     if not np.isfinite(logits).all():
         raise PrivacyParameterError(
             "epsilon/sensitivity times the scores overflows; rescale the scores."
@@ -211,9 +221,17 @@ def _log_weights(count: IntArray | None, score: FloatArray, scale: float) -> Flo
     return logits
 
 
-def sample_cell(cells: Cells, scale: float, rng: np.random.Generator) -> int:
-    """Pick a cell ∝ count · exp(scale · score) by Gumbel-max, then a uniform grid index in it."""
-    logw = [_log_weights(count, score, scale) for _, count, score in cells.blocks]
+def log_weights(cells: Cells, scale: float) -> list[FloatArray]:
+    """``log(count) + scale · score`` of every cell, refusing an overflow.
+
+    Computed (and checked) before the accountant is charged: the scores come from the data, so
+    an overflow found only while sampling would fail a release that was already paid for.
+    """
+    return [_log_weights(count, score, scale) for _, count, score in cells.blocks]
+
+
+def sample_cell(cells: Cells, logw: list[FloatArray], rng: np.random.Generator) -> int:
+    """Pick a cell ∝ exp(logw) by Gumbel-max, then a uniform grid index in it."""
     best_value, best_block, best_index = -np.inf, 0, 0
     for b, lw in enumerate(logw):
         lw += gumbel(rng, int(lw.size))
