@@ -40,7 +40,8 @@ def histogram_bins(n: float, d: int) -> int:
     >>> histogram_bins(1000, 1), histogram_bins(10_000, 2)
     (10, 10)
     """
-    return max(1, int(math.ceil(max(n, 1.0) ** (1.0 / (2 + d)) - 1e-9)))
+    side: float = max(n, 1.0) ** (1.0 / (2 + d))
+    return max(1, math.ceil(side - 1e-9))
 
 
 def _atoms(atoms: object, box: tuple[tuple[float, float], ...]) -> tuple[tuple[float, ...], ...]:
