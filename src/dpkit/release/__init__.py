@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from dpkit.release._density_grid import DensityRelease
 from dpkit.release._histogram_density import histogram_bins, histogram_density
+from dpkit.release._ks_mechanism import SyntheticSample, ks_synthetic
 
 __all__ = [
     "DensityRelease",
+    "SyntheticSample",
     "histogram_bins",
     "histogram_density",
+    "ks_synthetic",
 ]

@@ -17,7 +17,13 @@ from dpkit.errors import DataError
 from dpkit.random import RNGLike, as_generator
 from dpkit.release._density_data import Box, FloatArray
 
-__all__ = ["DensityRelease", "project_density", "project_simplex", "uniform_edges"]
+__all__ = [
+    "DensityRelease",
+    "midpoints",
+    "project_density",
+    "project_simplex",
+    "uniform_edges",
+]
 
 
 def uniform_edges(box: Box, bins: tuple[int, ...]) -> tuple[FloatArray, ...]:
@@ -41,6 +47,15 @@ def project_simplex(v: FloatArray, total: float) -> FloatArray:
     tau = css[rho] / (rho + 1)
     out: FloatArray = np.maximum(v - tau, 0.0)
     return out
+
+
+def midpoints(box: Box, cells: tuple[int, ...]) -> tuple[FloatArray, ...]:
+    """Cell midpoints of the equal-width grid on each side of the box."""
+    out: list[FloatArray] = [
+        lo + (np.arange(m, dtype=np.float64) + 0.5) * ((hi - lo) / m)
+        for (lo, hi), m in zip(box, cells, strict=True)
+    ]
+    return tuple(out)
 
 
 def project_density(values: FloatArray, volume: float) -> FloatArray:
@@ -78,6 +93,9 @@ class DensityRelease:
         The released noisy statistic before post-processing (counts, coefficients, values).
     n : float
         The number of records used to normalise: public, or a noisy count.
+    noise_scale : float
+        Scale of the noise in the units of ``raw`` (Laplace b or Gaussian σ per coordinate; for
+        the kernel density, σ of the whitened values, see :func:`kde_density`).
     """
 
     probabilities: FloatArray
@@ -87,6 +105,7 @@ class DensityRelease:
     raw: FloatArray = field(repr=False)
     n: float
     atoms: tuple[tuple[float, ...], ...] = ()
+    noise_scale: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.atoms:

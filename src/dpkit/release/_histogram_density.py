@@ -207,7 +207,8 @@ def histogram_density(
         noise = discrete_gaussian(sigma, size=shape, rng=gen)
     noisy = (counts + np.asarray(noise, dtype=np.int64)).astype(np.float64)
     probs = _postprocess(noisy, postprocess, n_hat if count.public is not None else None)
-    return DensityRelease(probs, edges, event, "histogram", noisy, n_hat, atom_sets)
+    scale_real = float(scale) if dlt == 0.0 else float(sigma)
+    return DensityRelease(probs, edges, event, "histogram", noisy, n_hat, atom_sets, scale_real)
 
 
 def _check_cells(bins: tuple[int, ...], atoms: tuple[tuple[float, ...], ...]) -> None:
