@@ -105,8 +105,9 @@ def series_density(
     degree is left to the default, the count is charged and drawn first (the degree depends on
     it), then the coefficients are charged; the result's event composes both.
 
-    One record adds or removes ψ_J(x), so the ℓ1 sensitivity is Σ_J sup|ψ_J| (= m·c0 with c0 = √2 in 1-d) under add/remove
-    and twice that under replace; ℓ2: (Σ_J sup|ψ_J|²)^{1/2}, doubled under replace. With δ = 0
+    One record adds or removes ψ_J(x), so the ℓ1 sensitivity is Σ_J sup|ψ_J| (= m·c0 with
+    c0 = √2 in 1-d) under add/remove and twice that under replace; ℓ2: (Σ_J sup|ψ_J|²)^{1/2},
+    doubled under replace. With δ = 0
     each S_J gets discrete Laplace noise of scale ℓ1/ε, i.e. β̃_J gets noise of scale
     m·c0/(nε) — the seed's calibration, which is this add/remove convention with n as the
     normaliser. With δ > 0, discrete Gaussian noise calibrated through zCDP.
