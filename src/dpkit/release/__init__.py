@@ -8,14 +8,22 @@ accountant before any noise is drawn and carries its privacy event. See ``docs/r
 
 from __future__ import annotations
 
+from dpkit.release._bernstein import bernstein_degree, bernstein_density
 from dpkit.release._density_grid import DensityRelease
 from dpkit.release._histogram_density import histogram_bins, histogram_density
+from dpkit.release._kde import kde_density
 from dpkit.release._ks_mechanism import SyntheticSample, ks_synthetic
+from dpkit.release._series import series_degree, series_density
 
 __all__ = [
     "DensityRelease",
     "SyntheticSample",
+    "bernstein_degree",
+    "bernstein_density",
     "histogram_bins",
     "histogram_density",
+    "kde_density",
     "ks_synthetic",
+    "series_degree",
+    "series_density",
 ]

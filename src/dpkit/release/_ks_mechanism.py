@@ -259,9 +259,9 @@ def ks_synthetic(
     >>> import numpy as np
     >>> from dpkit.release import ks_synthetic
     >>> x = np.random.default_rng(0).uniform(size=1000)
-    >>> z = ks_synthetic(x, bounds=(0, 1), epsilon=1.0, rng=1)
-    >>> z.k, z.grid.size
-    (100, 22)
+    >>> z = ks_synthetic(x, bounds=(0, 1), epsilon=1.0, n=1000, rng=1)
+    >>> z.k, z.grid.size, z.values.size
+    (100, 21, 100)
     """
     eps, _ = check_privacy(epsilon, 0.0)
     replace = is_replace(neighbouring)

@@ -50,8 +50,8 @@ def series_degree(n: float, d: int, epsilon: float, smoothness: float = 1.0) -> 
     bias m^{−2γ} against variance m^d/n; the noise adds about m^{3d}/(nε)², so m is also kept
     below (nε)^{2/(2γ+3d)}. Both depend only on public n (or a noisy n) and ε.
 
-    >>> series_degree(10_000, 1, 1.0)
-    12
+    >>> series_degree(10_000, 1, 1.0), series_degree(10_000, 1, 0.1)
+    (21, 15)
     """
     a: float = max(n, 1.0) ** (1.0 / (2 * smoothness + d))
     b: float = max(n * epsilon, 1.0) ** (2.0 / (2 * smoothness + 3 * d))
