@@ -134,7 +134,7 @@ def series_density(
     >>> x = np.random.default_rng(0).beta(2, 5, size=5000)
     >>> dens = series_density(x, bounds=(0, 1), epsilon=1.0, n=5000, rng=1)
     >>> dens.raw.shape, round(float(dens.probabilities.sum()), 6)
-    ((9,), 1.0)
+    ((17,), 1.0)
     """
     eps, dlt = check_privacy(epsilon, delta)
     replace = is_replace(neighbouring)
