@@ -12,6 +12,7 @@ import numpy.typing as npt
 from dpkit.accounting import DiscreteLaplaceEvent, Event, Neighbouring
 from dpkit.errors import DataError
 from dpkit.mechanisms._base import SupportsCharge, charge
+from dpkit.mechanisms._tails import discrete_gaussian_quantile, discrete_laplace_quantile
 from dpkit.noise import discrete_gaussian, discrete_laplace
 from dpkit.random import RNGLike, as_generator
 from dpkit.release._density_data import (
@@ -86,7 +87,7 @@ def histogram_density(
     bins: object = None,
     n: int | None = None,
     atoms: object = None,
-    postprocess: str = "simplex",
+    postprocess: str = "threshold",
     count_fraction: float = 0.1,
     outside: str = "raise",
     accountant: SupportsCharge | None = None,
@@ -122,11 +123,17 @@ def histogram_density(
         Public points with mass of their own (e.g. 0 in a zero-inflated column). Records equal to
         an atom are counted in its own cell, so the released density keeps the point mass
         instead of smearing it over a bin.
-    postprocess : {"simplex", "clamp"}
-        ``"simplex"`` (default): the Euclidean projection of the noisy counts onto counts ≥ 0 with
-        the released total, which sets every cell below a common threshold to exactly zero, so
-        empty regions stay (nearly) empty. ``"clamp"``: the seed's ``max(D_j, 0)`` then
-        renormalise, which puts about (number of empty cells)/(2ε) phantom records in empty cells.
+    postprocess : {"threshold", "simplex", "clamp"}
+        ``"threshold"`` (default): cells whose noisy count is below τ, the level pure noise
+        exceeds with probability 1/(number of cells), are set to zero (so on average at most one
+        empty cell survives), and the others are projected onto counts ≥ 0 with the released
+        total. Empty regions stay empty; the price is that cells with fewer than about τ
+        records (τ ≈ ln(cells/2)/ε for Laplace noise) are dropped. ``"simplex"``: the Euclidean
+        projection alone (Duchi et al. 2008), which zeroes cells below a data-driven common
+        threshold and removes about half of the phantom mass. ``"clamp"``: the seed's
+        ``max(D_j, 0)`` then renormalise, which leaves about (empty cells)·b/2 phantom records
+        in empty cells (b the noise scale) and so "fills in" the empty cells (seed 000 §5.2).
+        All three are post-processing and cost no privacy.
     count_fraction : float
         Share of ε for the noisy count when n is needed and not public.
     outside : {"raise", "clamp"}
@@ -159,8 +166,10 @@ def histogram_density(
     replace = is_replace(neighbouring)
     box = check_box(bounds)
     d = len(box)
-    if postprocess not in ("simplex", "clamp"):
-        raise DataError(f"postprocess must be 'simplex' or 'clamp', got {postprocess!r}.")
+    if postprocess not in ("threshold", "simplex", "clamp"):
+        raise DataError(
+            f"postprocess must be 'threshold', 'simplex' or 'clamp', got {postprocess!r}."
+        )
     data = as_records(x, box, outside)
     public_n = check_public_n(n, data.shape[0])
     if replace and public_n is None:
@@ -206,8 +215,11 @@ def histogram_density(
     else:
         noise = discrete_gaussian(sigma, size=shape, rng=gen)
     noisy = (counts + np.asarray(noise, dtype=np.int64)).astype(np.float64)
-    probs = _postprocess(noisy, postprocess, n_hat if count.public is not None else None)
     scale_real = float(scale) if dlt == 0.0 else float(sigma)
+    tau = _threshold(noisy.size, scale_real, dlt > 0.0) if postprocess == "threshold" else None
+    how = "simplex" if postprocess == "threshold" else postprocess
+    total = n_hat if count.public is not None else None
+    probs = _postprocess(noisy, how, total, tau)
     return DensityRelease(probs, edges, event, "histogram", noisy, n_hat, atom_sets, scale_real)
 
 
@@ -216,7 +228,22 @@ def _check_cells(bins: tuple[int, ...], atoms: tuple[tuple[float, ...], ...]) ->
     check_memory(float(cells), 40, f"a histogram with {cells:.3g} cells")
 
 
-def _postprocess(noisy: FloatArray, how: str, public_n: float | None) -> FloatArray:
+def _threshold(cells: int, scale: float, gaussian: bool) -> float:
+    """τ with P(noise > τ) ≤ 1/cells: a two-sided quantile at level 2/cells (public)."""
+    alpha = min(0.5, 2.0 / cells)
+    if gaussian:
+        return float(discrete_gaussian_quantile(scale, alpha))
+    return float(discrete_laplace_quantile(scale, alpha))
+
+
+def _postprocess(
+    noisy: FloatArray, how: str, public_n: float | None, tau: float | None
+) -> FloatArray:
+    if tau is not None:
+        kept = np.where(noisy > tau, noisy, 0.0)
+        if np.any(kept > 0):
+            total = public_n if public_n is not None else max(float(noisy.sum()), 1.0)
+            return project_simplex(kept, total) / total
     if how == "clamp":
         kept = np.maximum(noisy, 0.0)
         total = float(kept.sum())
