@@ -51,6 +51,8 @@ IntArray = npt.NDArray[np.int64]
 
 _SUBDIVIDE = 16  # a band that carries mass is cut into this many when refined
 _NEGLIGIBLE = 60.0  # bands below max·e^{-60} are not refined up front (still exact if drawn)
+_WIDTH = 1.0  # refined bands span at most 1/β: each proposal is accepted w.p. ≥ e^{-1}
+_CACHE = 64  # forward tables kept per sampler (levels drawn again reuse them)
 
 
 def _logcumsumexp(a: FloatArray) -> FloatArray:
@@ -75,6 +77,8 @@ class KSSampler:
         top = int(self.utility.max()) if self.utility.size else 0
         self.levels = np.unique(np.r_[-1, np.linspace(0, top, 33).round().astype(np.int64), top])
         self.log_n = self._count(self.levels)
+        self._tables: dict[int, list[FloatArray]] = {}
+        self._cum = np.zeros(0)
         self._refine()
 
     def _count(self, levels: IntArray) -> FloatArray:
@@ -105,45 +109,54 @@ class KSSampler:
         return out
 
     def _refine(self, only: int | None = None) -> None:
-        """Cut bands wider than 1/β that carry non-negligible mass (or band ``only``)."""
+        """Cut bands wider than the target that carry non-negligible mass.
+
+        With ``only`` (the upper level *value* of one band), cut just that band: adaptive
+        rejection sampling stays exact whatever the envelope, so refining after a rejection is
+        allowed.
+        """
         while True:
             w = self._weights()
             gap = np.diff(self.levels)
-            wide = (gap > 1) & (self.beta * gap > 1.0)
+            wide = (gap > 1) & (self.beta * gap > _WIDTH)
             if only is None:
                 need = wide & (w >= np.max(w) - _NEGLIGIBLE)
             else:
-                need = wide & (np.arange(gap.size) == only - 1)
-                only = None if not np.any(need) else only
-            if not np.any(need):
-                return
-            new = [
-                np.linspace(self.levels[i], self.levels[i + 1], _SUBDIVIDE + 1)[1:-1]
-                for i in np.nonzero(need)[0]
-            ]
-            fresh = np.setdiff1d(
-                np.unique(np.concatenate(new).round().astype(np.int64)), self.levels
-            )
+                need = wide & (self.levels[1:] == only)
+            fresh = np.zeros(0, dtype=np.int64)
+            if np.any(need):
+                new = [
+                    np.linspace(self.levels[i], self.levels[i + 1], _SUBDIVIDE + 1)[1:-1]
+                    for i in np.nonzero(need)[0]
+                ]
+                fresh = np.unique(np.concatenate(new).round().astype(np.int64))
+                fresh = np.setdiff1d(fresh, self.levels)
             if fresh.size == 0:
+                self._cum = np.cumsum(np.exp(w - np.max(w)))
                 return
             levels = np.concatenate([self.levels, fresh])
             log_n = np.concatenate([self.log_n, self._count(fresh)])
             order = np.argsort(levels)
             self.levels, self.log_n = levels[order], log_n[order]
             if only is not None:
-                only = int(np.searchsorted(self.levels, self.levels[only]))  # pragma: no cover
+                self._cum = np.cumsum(np.exp(self._weights() - np.max(self._weights())))
+                return
 
     def _path(self, level: int, gen: np.random.Generator) -> IntArray:
         """A uniform path with every gap utility at most ``level`` (backward sampling)."""
         rows = self.utility.shape[0]
         k = self.utility.shape[1] - 1 if rows else 0
-        tables = []
-        f = np.zeros(k + 1)
-        for j, row in enumerate(self.utility):
-            if j:
-                f = _logcumsumexp(f)
-            f = np.where(row <= level, f, -np.inf)
-            tables.append(f)
+        tables = self._tables.get(level)
+        if tables is None:
+            tables = []
+            f = np.zeros(k + 1)
+            for j, row in enumerate(self.utility):
+                if j:
+                    f = _logcumsumexp(f)
+                f = np.where(row <= level, f, -np.inf)
+                tables.append(f)
+            if len(self._tables) < _CACHE:
+                self._tables[level] = tables
         path = np.empty(rows + 1, dtype=np.int64)
         path[rows] = k
         upper = k
@@ -159,9 +172,7 @@ class KSSampler:
     def draw(self, gen: np.random.Generator) -> IntArray:
         """One path C_0 ≤ … ≤ C_{m−1} = k from the exact target distribution."""
         while True:
-            w = self._weights()
-            p = np.exp(w - np.max(w))
-            c = np.cumsum(p)
+            c = self._cum
             band = int(np.searchsorted(c, gen.random() * c[-1], side="right")) + 1
             band = min(band, self.levels.size - 1)
             path = self._path(int(self.levels[band]), gen)
@@ -170,7 +181,8 @@ class KSSampler:
             gamma = self.beta * (u - int(self.levels[own - 1]))
             if gen.random() < math.exp(-gamma):
                 return path
-            self._refine(only=own)
+            if self.beta * (int(self.levels[own]) - int(self.levels[own - 1])) > _WIDTH:
+                self._refine(only=int(self.levels[own]))
 
     def utility_of(self, path: IntArray) -> int:
         if self.utility.shape[0] == 0:
