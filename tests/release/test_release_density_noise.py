@@ -39,7 +39,13 @@ def test_series_gaussian_noise_and_replace_doubles() -> None:
     for relation in (Neighbouring.ADD_REMOVE, Neighbouring.REPLACE):
         for seed in range(120):
             d = series_density(
-                x, bounds=(0, 1), epsilon=1.0, delta=1e-6, degree=10, n=1000, rng=seed,
+                x,
+                bounds=(0, 1),
+                epsilon=1.0,
+                delta=1e-6,
+                degree=10,
+                n=1000,
+                rng=seed,
                 neighbouring=relation,
             )
             z.append((d.raw - exact) / d.noise_scale)
@@ -79,11 +85,15 @@ def test_kde_noise_has_the_kernel_covariance() -> None:
     x = np.random.default_rng(3).uniform(size=500)
     pts = grid_points(((0.0, 1.0),), (32,))
     exact = kernel_matrix(x[:, None], pts, (0.1,)).sum(axis=0)
-    e = np.array([
-        kde_density(x, bounds=(0, 1), bandwidth=0.1, epsilon=1.0, delta=1e-6, grid=32, n=500,
-                    rng=s).raw - exact
-        for s in range(300)
-    ])
+    e = np.array(
+        [
+            kde_density(
+                x, bounds=(0, 1), bandwidth=0.1, epsilon=1.0, delta=1e-6, grid=32, n=500, rng=s
+            ).raw
+            - exact
+            for s in range(300)
+        ]
+    )
     corr = np.corrcoef(e[:, 10], e[:, 11])[0, 1]
     expected = math.exp(-0.5 * (1 / 32 / 0.1) ** 2)  # K(t_10, t_11) ≈ 0.95
     assert abs(corr - expected) < 0.05  # sd of a correlation near 0.95 from 300 draws ≈ 0.006
