@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 import numpy as np
 
 from dpkit.accounting import Accountant, ApproxDP
 from dpkit.release._bernstein import bernstein_density
+from dpkit.release._density_grid import DensityRelease
 from dpkit.release._histogram_density import histogram_density
 from dpkit.release._kde import kde_density
 from dpkit.release._ks_mechanism import ks_synthetic
@@ -56,11 +58,12 @@ def demo() -> None:
         f"  {'KS mechanism (§5.1)':<26} k={synth.k:<6} KS(sample, data)={_ks(synth.values, x):.3f}"
     )
     spent = acct.spent
+    assert isinstance(spent, ApproxDP)
     print(f"  spent epsilon={spent.epsilon:.2f}, delta={spent.delta:.1e} of (5, 1e-6); n={n}")
     _plot(x, releases)
 
 
-def _plot(x: np.ndarray, releases: dict[str, object]) -> None:
+def _plot(x: np.ndarray, releases: Mapping[str, DensityRelease]) -> None:
     try:
         import matplotlib
 
@@ -74,7 +77,7 @@ def _plot(x: np.ndarray, releases: dict[str, object]) -> None:
     fig, ax = plt.subplots(figsize=(7, 3.5), dpi=90)
     ax.hist(x, bins=80, range=(0, 10), density=True, color="0.85", label="data (not private)")
     for name, dens in releases.items():
-        ax.plot(t, dens.pdf(t), lw=1.3, label=name)  # type: ignore[attr-defined]
+        ax.plot(t, dens.pdf(t), lw=1.3, label=name)
     ax.set_xlabel("x")
     ax.set_ylabel("density")
     ax.legend(fontsize=7)
