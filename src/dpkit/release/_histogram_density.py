@@ -16,6 +16,7 @@ from dpkit.mechanisms._tails import discrete_gaussian_quantile, discrete_laplace
 from dpkit.noise import discrete_gaussian, discrete_laplace
 from dpkit.random import RNGLike, as_generator
 from dpkit.release._density_data import (
+    MAX_BYTES,
     FloatArray,
     as_records,
     check_box,
@@ -197,14 +198,15 @@ def histogram_density(
         main = _gaussian_event(sigma, replace)
     event = total_event(count, main)
     if fixed_bins is None and public_n is None:
-        # the bin count depends on a noisy n: make sure even a huge one fits before charging
+        # the bin count depends on a noisy n: check the rule at a generous n before charging
+        # (the caller holds the data; after the charge the grid is coarsened, never refused)
         _check_cells(
             tuple(histogram_bins(8.0 * max(data.shape[0], 1) + 64, d) for _ in box), atom_sets
         )
     charge(accountant, event, "histogram density", delta=dlt)
     gen = as_generator(rng)
     n_hat = count.value(data.shape[0], gen)
-    m = fixed_bins or tuple(histogram_bins(n_hat, d) for _ in box)
+    m = fixed_bins or _fitting_bins(histogram_bins(n_hat, d), atom_sets)
     edges = uniform_edges(box, m)
     shape = tuple(len(a) + k for a, k in zip(atom_sets, m, strict=True))
     counts = np.zeros(shape, dtype=np.int64)
@@ -221,6 +223,17 @@ def histogram_density(
     total = n_hat if count.public is not None else None
     probs = _postprocess(noisy, how, total, tau)
     return DensityRelease(probs, edges, event, "histogram", noisy, n_hat, atom_sets, scale_real)
+
+
+def _fitting_bins(side: int, atoms: tuple[tuple[float, ...], ...]) -> tuple[int, ...]:
+    """The rule's bins per side, lowered (never after an error) until the histogram fits.
+
+    With a private n the rule is applied to a noisy count after the charge; a rare large draw
+    must not turn into an error once budget is spent, so the grid is coarsened instead.
+    """
+    while side > 1 and math.prod(side + len(a) for a in atoms) * 40 > MAX_BYTES:
+        side -= 1
+    return tuple(side for _ in atoms)
 
 
 def _check_cells(bins: tuple[int, ...], atoms: tuple[tuple[float, ...], ...]) -> None:
