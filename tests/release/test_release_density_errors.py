@@ -172,3 +172,16 @@ def test_parameter_errors() -> None:
     two = histogram_density(np.zeros((3, 2)), bounds=[(0, 1), (0, 1)], epsilon=1.0, rng=0)
     with pytest.raises(DataError, match="1-d"):
         two.cdf([0.5, 0.5])
+
+
+def test_extreme_but_valid_parameters_release() -> None:
+    # tiny ε with a large lattice (fixed point at 2^0), and a large ε (fine fixed point)
+    x = np.random.default_rng(0).uniform(size=(50, 2))
+    d = bernstein_density(
+        x, bounds=[(0, 1), (0, 1)], bandwidth=0.01, epsilon=0.01, degree=64, rng=1
+    )
+    assert d.probabilities.sum() == pytest.approx(1.0)
+    d = series_density(x[:, 0], bounds=(0, 1), epsilon=500.0, degree=2, n=50, rng=1)
+    assert d.probabilities.sum() == pytest.approx(1.0)
+    d = histogram_density(x, bounds=[(0, 1), (0, 1)], epsilon=1e-3, delta=1e-9, rng=1)
+    assert d.probabilities.sum() == pytest.approx(1.0)

@@ -84,7 +84,8 @@ def fixed_point_bits(real_sensitivity: float, epsilon: float, delta: float) -> i
         scale = real_sensitivity / epsilon
     else:
         scale = float(gaussian_sigma(epsilon=epsilon, delta=delta, sensitivity=real_sensitivity))
-    return NOISE_BITS - math.frexp(scale)[1] + 1
+    # never below 0: a coarser fixed point would only add rounding that the noise dwarfs anyway
+    return max(0, NOISE_BITS - math.frexp(scale)[1] + 1)
 
 
 def integer_noise(

@@ -110,7 +110,9 @@ class _Whitening:
         g = self.chol.shape[0]
         core = math.sqrt(2.0) if replace else 1.0
         v = math.sqrt(g) * (2.0**K_BITS + 1.0)  # ‖s‖: entries within 2^K + 1 in magnitude
-        whitened = 2.0**K_BITS * core + self.inv_norm * math.sqrt(g)  # ‖L^{-1} s‖
+        # ‖L^{-1} s‖: the kernel part, plus rounding (≤ 1/2 per entry and record, so ≤ 1 for a
+        # difference) and float error of the kernel evaluations (≤ 2^30 · 4u ≈ 5e-7 per entry)
+        whitened = 2.0**K_BITS * core + self.inv_norm * math.sqrt(g) * (1.0 + 1e-5)
         bound: float = 2.0**W_BITS * (whitened + self.inv_error * v) + 0.5 * g * v
         return bound * (1.0 + 1e-9)
 
