@@ -185,3 +185,14 @@ def test_extreme_but_valid_parameters_release() -> None:
     assert d.probabilities.sum() == pytest.approx(1.0)
     d = histogram_density(x, bounds=[(0, 1), (0, 1)], epsilon=1e-3, delta=1e-9, rng=1)
     assert d.probabilities.sum() == pytest.approx(1.0)
+
+
+def test_large_delta_for_public_n_warns() -> None:
+    from dpkit.errors import PrivacyWarning
+
+    with pytest.warns(PrivacyWarning, match="Name & Shame"):
+        histogram_density(X, bounds=(0, 1), epsilon=1.0, delta=0.5, n=3, rng=0)
+    with pytest.warns(PrivacyWarning):
+        series_density(X, bounds=(0, 1), epsilon=1.0, delta=0.5, n=3, rng=0)
+    with pytest.warns(PrivacyWarning):
+        kde_density(X, bounds=(0, 1), bandwidth=0.1, epsilon=1.0, delta=0.5, grid=8, n=3, rng=0)

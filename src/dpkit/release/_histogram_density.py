@@ -26,7 +26,7 @@ from dpkit.release._density_data import (
 )
 from dpkit.release._density_grid import DensityRelease, project_simplex, uniform_edges
 from dpkit.release._density_noise import SLACK, split_count, total_event
-from dpkit.stats._common import check_privacy
+from dpkit.stats._common import check_privacy, warn_large_delta
 from dpkit.stats._events import is_replace
 from dpkit.stats._histogram import _gaussian_event, _gaussian_sigma
 
@@ -175,6 +175,7 @@ def histogram_density(
     public_n = check_public_n(n, data.shape[0])
     if replace and public_n is None:
         public_n = data.shape[0]  # replace-one neighbours have the same size: n is public
+    warn_large_delta(dlt, public_n)
     atom_sets = _atoms(atoms, box)
     fixed_bins = None if bins is None else per_dim_ints(bins, d, "bins", 1)
     if fixed_bins is not None:

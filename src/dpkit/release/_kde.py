@@ -47,7 +47,7 @@ from dpkit.release._density_data import (
 )
 from dpkit.release._density_grid import DensityRelease, midpoints, project_density, uniform_edges
 from dpkit.release._density_noise import NOISE_BITS, integer_noise, split_count, total_event
-from dpkit.stats._common import check_privacy
+from dpkit.stats._common import check_privacy, warn_large_delta
 from dpkit.stats._events import is_replace
 
 __all__ = ["KDE_GRID", "check_bandwidth", "grid_points", "kde_density", "kernel_matrix"]
@@ -224,6 +224,7 @@ def kde_density(
     public_n = check_public_n(n, data.shape[0])
     if replace and public_n is None:
         public_n = data.shape[0]
+    warn_large_delta(dlt, public_n)
     count, eps_k = split_count(
         epsilon=eps, public_n=public_n, replace=replace, needs_n=True, fraction=count_fraction
     )

@@ -34,7 +34,7 @@ from dpkit.release._density_noise import (
     split_count,
     total_event,
 )
-from dpkit.stats._common import check_privacy
+from dpkit.stats._common import check_privacy, warn_large_delta
 from dpkit.stats._events import is_replace
 
 __all__ = ["cosine_basis", "series_degree", "series_density"]
@@ -148,6 +148,7 @@ def series_density(
     public_n = check_public_n(n, data.shape[0])
     if replace and public_n is None:
         public_n = data.shape[0]
+    warn_large_delta(dlt, public_n)
     fixed = None if degree is None else per_dim_ints(degree, d, "degree", 1)
     count, eps_s = split_count(
         epsilon=eps, public_n=public_n, replace=replace, needs_n=True, fraction=count_fraction
