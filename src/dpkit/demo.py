@@ -8,6 +8,7 @@ CDF of DP error against sampling error (seed 001), in ``demo_output/``.
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable
 
@@ -22,7 +23,12 @@ from dpkit.noise import discrete_gaussian, discrete_laplace, laplace, laplace_gr
 SEED = 2024  # the demo is reproducible; real releases use rng=None (secure)
 
 # Each layer above the statistics keeps its own demo section next to its code.
-_LAYER_SECTIONS: list[Callable[[], None]] = []
+_LAYER_SECTIONS = ("dpkit.release._demo_density",)
+
+
+def _section(module: str) -> Callable[[], None]:
+    demo: Callable[[], None] = importlib.import_module(module).demo
+    return demo
 
 
 def _noise() -> None:
@@ -146,9 +152,9 @@ def main() -> None:
     _medians()
     _accounting()
     _plot()
-    for section in _LAYER_SECTIONS:
+    for module in _LAYER_SECTIONS:
         print()
-        section()
+        _section(module)()
 
 
 if __name__ == "__main__":
