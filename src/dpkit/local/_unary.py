@@ -1,0 +1,148 @@
+"""Unary encoding: optimized (OUE) and symmetric (SUE, basic RAPPOR) bit vectors."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from dpkit.errors import DataError
+from dpkit.local._coins import ONE, coins, dyadic, log_up
+from dpkit.local._oracle import FrequencyOracle
+from dpkit.mechanisms._base import IntArray
+
+__all__ = ["OUE", "SUE", "UnaryEncoding"]
+
+_CHUNK = 1 << 22  # bits per block: keeps temporaries in cache-friendly sizes
+
+
+@dataclass(frozen=True, kw_only=True)
+class UnaryEncoding(FrequencyOracle):
+    """Unary encoding: the value is one-hot encoded and every bit is flipped independently.
+
+    The user's own bit is 1 with probability ``p``, every other bit with ``q``; two values
+    differ in two bits, so the worst likelihood ratio is ``p(1−q)/((1−p)q) ≤ e^ε``
+    (Wang et al. 2017, §4.2).
+
+    Report format: ``⌈k/8⌉`` bytes per user, the bits of value ``v`` at byte ``v // 8``, bit
+    ``7 − v % 8`` (most significant first, as :func:`numpy.packbits`), padding bits zero. A
+    ``(n, k)`` array of 0/1 is also accepted by :meth:`reports`.
+    """
+
+    name: ClassVar[str] = "UE"
+
+    def _nums(self) -> tuple[int, int]:
+        raise NotImplementedError  # pragma: no cover
+
+    def _calibrate(self) -> tuple[Fraction, Fraction, Fraction]:
+        p_num, q_num = self._nums()
+        p, q = dyadic(p_num), dyadic(q_num)
+        return p, q, p * (1 - q) / ((1 - p) * q)
+
+    @property
+    def message_bits(self) -> int:
+        return self.k
+
+    def _randomize(self, x: IntArray, gen: np.random.Generator) -> npt.NDArray[np.uint8]:
+        k, n = self.k, x.size
+        p_num, q_num = int(self.p * ONE), int(self.q * ONE)
+        out = np.empty((n, (k + 7) // 8), dtype=np.uint8)
+        rows = max(1, _CHUNK // k)
+        for lo in range(0, n, rows):
+            m = min(rows, n - lo)
+            bits = coins(gen, q_num, (m, k))
+            bits[np.arange(m), x[lo : lo + m]] = coins(gen, p_num, m)
+            out[lo : lo + m] = np.packbits(bits, axis=1)
+        return out
+
+    def _validate(self, values: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
+        k, nbytes = self.k, (self.k + 7) // 8
+        if values.ndim != 2:
+            raise DataError(f"{self.name} reports are bit vectors (2-d), got shape {values.shape}.")
+        if values.shape[1] == k and values.shape[1] != nbytes:
+            if values.size and (values.min() < 0 or values.max() > 1):
+                raise DataError(f"{self.name} reports given as (n, k) arrays must hold 0/1 bits.")
+            return np.packbits(values.astype(np.uint8), axis=1)
+        if values.shape[1] != nbytes:
+            raise DataError(
+                f"{self.name} reports must have {nbytes} bytes (k={k} bits) per user, got "
+                f"{values.shape[1]}."
+            )
+        if values.size and (values.min() < 0 or values.max() > 255):
+            raise DataError(f"{self.name} packed reports must be bytes (0..255).")
+        packed = values.astype(np.uint8)
+        pad = 8 * nbytes - k
+        if pad and np.any(packed[:, -1] & np.uint8((1 << pad) - 1)):
+            raise DataError(f"{self.name} reports have padding bits set; wrong k or bit order?")
+        return packed
+
+    def _support(self, values: npt.NDArray[Any]) -> IntArray:
+        n, nbytes = values.shape
+        # one bincount of (byte column, byte value) pairs, then each byte value's bits
+        table = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).astype(np.int64)
+        hist = np.zeros(nbytes * 256, dtype=np.int64)
+        offsets = (np.arange(nbytes, dtype=np.int32) * 256)[None, :]
+        rows = max(1, (1 << 22) // nbytes)
+        for lo in range(0, n, rows):
+            idx = values[lo : lo + rows].astype(np.int32) + offsets
+            hist += np.bincount(idx.ravel(), minlength=nbytes * 256)
+        counts = hist.reshape(nbytes, 256) @ table
+        return np.asarray(counts.ravel()[: self.k], dtype=np.int64)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OUE(UnaryEncoding):
+    """Optimized unary encoding: ``p = 1/2``, ``q = 1/(e^ε + 1)`` (Wang et al. 2017, §4.3).
+
+    Its variance ``4e^ε/(e^ε − 1)²`` per user does not depend on ``k``; ``q`` is rounded up to
+    a multiple of 2^-60, which only lowers the likelihood ratio ``(1 − q)/q`` below ``e^ε``.
+    Report format: see :class:`UnaryEncoding`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dpkit.local import OUE
+    >>> oue = OUE(epsilon=1.0, k=100)
+    >>> r = oue.randomize(np.arange(100).repeat(50), rng=1)
+    >>> r.values.shape  # 13 bytes per user
+    (5000, 13)
+    >>> est = oue.estimate(r)
+    >>> bool(abs(est.counts.sum() - 5000) < 6 * np.sqrt(est.variance.sum()))
+    True
+    """
+
+    name: ClassVar[str] = "OUE"
+
+    def _nums(self) -> tuple[int, int]:
+        q_num = math.ceil(Fraction(1.0 / (math.exp(self.epsilon) + 1.0)) * ONE * (1 + 2**-50))
+        while log_up(Fraction(ONE - q_num, q_num)) > self.epsilon:
+            q_num += max(1, q_num >> 48)
+        return ONE // 2, q_num
+
+
+@dataclass(frozen=True, kw_only=True)
+class SUE(UnaryEncoding):
+    """Symmetric unary encoding (basic one-time RAPPOR): ``p = e^{ε/2}/(e^{ε/2} + 1)``, ``q = 1−p``.
+
+    Wang et al. 2017, §4.2 (Erlingsson, Pihur and Korolova 2014 without the Bloom filter).
+    Report format: see :class:`UnaryEncoding`.
+
+    Examples
+    --------
+    >>> from dpkit.local import SUE
+    >>> float(SUE(epsilon=2.0, k=8).p + SUE(epsilon=2.0, k=8).q)
+    1.0
+    """
+
+    name: ClassVar[str] = "SUE"
+
+    def _nums(self) -> tuple[int, int]:
+        h = math.exp(self.epsilon / 2)
+        p_num = math.floor(Fraction(h / (h + 1.0)) * ONE * (1 - 2**-50))
+        while log_up(Fraction(p_num, ONE - p_num) ** 2) > self.epsilon:
+            p_num -= max(1, p_num >> 48)
+        return p_num, ONE - p_num
