@@ -97,4 +97,4 @@ def norm_sub(counts: FloatArray, total: float) -> FloatArray:
     theta = (cum - total) / j
     keep = desc > theta
     last = int(np.flatnonzero(keep)[-1]) if keep.any() else 0
-    return np.maximum(c - theta[last], 0.0)
+    return np.asarray(np.maximum(c - theta[last], 0.0), dtype=np.float64)

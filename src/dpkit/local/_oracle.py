@@ -218,7 +218,7 @@ class FrequencyOracle(ABC):
         return FrequencyEstimate(est, var, var0, n, self.tag)
 
     def variance(self, n: int, true_counts: npt.ArrayLike = 0) -> npt.NDArray[np.float64]:
-        """Exact variance of the count estimate of a value held by ``true_counts`` of ``n`` users."""
+        """Exact variance of the count estimate of a value that ``true_counts`` of ``n`` hold."""
         return pure_variance(n, true_counts, self.p, self.q)
 
     def aggregator(self) -> Aggregator:
