@@ -198,3 +198,40 @@ def test_unary_accepts_unpacked_bits():
     r = sue.randomize([1, 2, 3], rng=0)
     bits = np.unpackbits(r.values, axis=1, count=10)
     assert np.array_equal(sue.reports(bits).values, r.values)
+
+
+def test_packed_coins_are_exact_and_independent():
+    from dpkit.local._coins import packed_coins
+
+    gen = np.random.Generator(np.random.PCG64(8))
+    for num in (ONE // 2, int(OUE(epsilon=1.0, k=4).q * ONE), 5, ONE - 3, (1 << 59) + 1):
+        bits = np.unpackbits(packed_coins(gen, num, 20_000).view(np.uint8)).astype(float)
+        p = num / ONE
+        se = math.sqrt(p * (1 - p) / bits.size) + 1e-9
+        assert abs(bits.mean() - p) < 5 * se + 1e-6, num
+        # neighbouring lanes and neighbouring words are uncorrelated
+        if 0.01 < p < 0.99:
+            for lag in (1, 64):
+                r = np.corrcoef(bits[:-lag], bits[lag:])[0, 1]
+                assert abs(r) < 5 / math.sqrt(bits.size)
+
+
+def test_olh_fast_modular_reduction_matches_definition():
+    olh = OLH(epsilon=1.0, k=300)
+    rng = np.random.default_rng(3)
+    n = 500
+    rep = np.c_[rng.integers(1, PRIME, n), rng.integers(0, PRIME, n), rng.integers(0, olh.g, n)]
+    rep[:3, :2] = [[PRIME - 1, PRIME - 1], [1, 0], [PRIME - 1, 0]]  # extremes of the family
+    want = [
+        sum(int(((int(a) * v + int(b)) % PRIME) % olh.g == int(y)) for a, b, y in rep)
+        for v in range(300)
+    ]
+    assert olh.support_counts(olh.reports(rep))[0].tolist() == want
+    g3 = OLH(epsilon=0.6, k=300)  # g = 3: the general modulus path
+    assert g3.g == 3
+    rep[:, 2] %= 3
+    want3 = [
+        sum(int(((int(a) * v + int(b)) % PRIME) % 3 == int(y)) for a, b, y in rep)
+        for v in range(300)
+    ]
+    assert g3.support_counts(g3.reports(rep))[0].tolist() == want3

@@ -14,7 +14,7 @@ from fractions import Fraction
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["BITS", "ONE", "coins", "dyadic", "log_up"]
+__all__ = ["BITS", "ONE", "coins", "dyadic", "log_up", "packed_coins"]
 
 BITS = 60
 ONE = 1 << BITS
@@ -58,3 +58,44 @@ def coins(
         w = gen.integers(0, 1 << _LOW, size=tie.size, dtype=np.int64)
         out.ravel()[tie] = w < low
     return out
+
+
+def packed_coins(gen: np.random.Generator, num: int, words: int) -> npt.NDArray[np.uint64]:
+    """``64·words`` independent Bernoulli(``num / 2^60``) bits, packed in uint64 words, exactly.
+
+    Each bit compares its own uniform 60-bit number ``U`` with ``num`` most significant digit
+    first, 64 lanes per word at once: at the first digit where they differ, ``U < num`` iff
+    ``num`` has the 1. Lanes still tied after 60 digits have ``U = num`` (not below). A lane is
+    decided after two digits on average, so words leave the loop quickly and a bit costs about
+    a tenth of a 64-bit draw.
+    """
+    result = np.zeros(words, dtype=np.uint64)
+    undecided = np.full(words, np.uint64(2**64 - 1), dtype=np.uint64)
+    active: npt.NDArray[np.intp] | None = None  # None: every word (before compaction pays)
+    raw = gen.bit_generator.random_raw
+    for j in range(1, BITS + 1):
+        digit = (num >> (BITS - j)) & 1
+        if active is None:
+            r = np.asarray(raw(words), dtype=np.uint64)
+            np.invert(r, out=r)
+            if digit:  # lanes with a 0 here are decided "below"; the rest stay tied
+                np.bitwise_and(r, undecided, out=r)
+                result |= r
+                undecided ^= r
+            else:  # lanes with a 1 here are decided "not below"
+                undecided &= r
+            if j >= 8:  # about a fifth of the words still have a tied lane
+                active = np.flatnonzero(undecided)
+        else:
+            if active.size == 0:
+                break
+            r = np.asarray(raw(active.size), dtype=np.uint64)
+            u = undecided[active]
+            if digit:
+                result[active] |= u & ~r
+                u &= r
+            else:
+                u &= ~r
+            undecided[active] = u
+            active = active[u != 0]
+    return result

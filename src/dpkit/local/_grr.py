@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpkit.errors import DataError
-from dpkit.local._coins import ONE
+from dpkit.local._coins import ONE, coins
 from dpkit.local._oracle import FrequencyOracle, check_domain_values
 from dpkit.mechanisms import RandomizedResponse
 from dpkit.mechanisms._base import IntArray
@@ -25,10 +25,10 @@ class GRR(FrequencyOracle):
     The true value is reported with probability ``p = e^ε/(e^ε + k − 1)``, each other value
     with ``q = (1 − p)/(k − 1)``; ``p/q ≤ e^ε`` so each report is ε-LDP (Warner 1965 for
     ``k = 2``, seed 004 "Randomized Response, Revisited"; Kairouz, Oh and Viswanath 2014 for
-    ``k`` values; Wang et al. 2017 §4.1). Sampling is delegated to
+    ``k`` values; Wang et al. 2017 §4.1). It is calibrated by
     :class:`dpkit.mechanisms.RandomizedResponse`, whose truth probability is an exact multiple of
-    2^-60. Its variance ``q(1−q)/(p−q)²`` per user grows with ``k``: best when
-    ``k < 3e^ε + 2`` (Wang et al. 2017, §5).
+    2^-60, and samples the same distribution with exact coins. Its variance ``q(1−q)/(p−q)²``
+    per user grows with ``k``: best when ``k < 3e^ε + 2`` (Wang et al. 2017, §5).
 
     Report format: one int in ``0..k−1`` per user (⌈log₂ k⌉ bits).
 
@@ -58,9 +58,14 @@ class GRR(FrequencyOracle):
         return max(1, (self.k - 1).bit_length())
 
     def _randomize(self, x: IntArray, gen: np.random.Generator) -> IntArray:
-        if x.size == 0:
-            return np.zeros(0, dtype=np.int64)
-        return self._rr.randomize(x, rng=gen)
+        # the same draw as RandomizedResponse.randomize (truth with probability p_num/2^60,
+        # otherwise a uniform other value), with the coin resolved from one random byte in
+        # 255 of 256 cases (see dpkit.local._coins) to serve tens of millions of users
+        n = x.size
+        truthful = coins(gen, self._rr._p_num, n)
+        other = gen.integers(0, self.k - 1, size=n, dtype=np.int64)
+        other += other >= x
+        return np.where(truthful, x, other)
 
     def _validate(self, values: npt.NDArray[Any]) -> IntArray:
         if values.ndim != 1:

@@ -134,16 +134,22 @@ class OLH(FrequencyOracle):
         return v
 
     def _support(self, values: npt.NDArray[Any]) -> IntArray:
-        n, k = values.shape[0], self.k
+        n, k, g = values.shape[0], self.k, self.g
         counts = np.zeros(k, dtype=np.int64)
         block_v = min(k, 256)
-        rows = max(1, (1 << 20) // block_v)
+        rows = max(1, (1 << 18) // block_v)
+        pow2 = g & (g - 1) == 0
         for lo in range(0, n, rows):
             a = values[lo : lo + rows, 0:1]
             b = values[lo : lo + rows, 1:2]
             y = values[lo : lo + rows, 2:3]
             for v0 in range(0, k, block_v):
                 vs = np.arange(v0, min(k, v0 + block_v), dtype=np.int64)[None, :]
-                hit = ((a * vs + b) % PRIME) % self.g == y
-                counts[v0 : v0 + vs.shape[1]] += np.count_nonzero(hit, axis=0)
+                t = a * vs + b  # < 2^62
+                # t mod (2^31 − 1) without division: fold the high bits onto the low ones
+                t = (t & PRIME) + (t >> 31)  # < 2^32, congruent
+                t = (t & PRIME) + (t >> 31)  # < 2^31 + 2, congruent
+                t -= PRIME * (t >= PRIME)
+                h = t & (g - 1) if pow2 else t % g
+                counts[v0 : v0 + vs.shape[1]] += np.count_nonzero(h == y, axis=0)
         return counts

@@ -11,13 +11,13 @@ import numpy as np
 import numpy.typing as npt
 
 from dpkit.errors import DataError
-from dpkit.local._coins import ONE, coins, dyadic, log_up
+from dpkit.local._coins import ONE, coins, dyadic, log_up, packed_coins
 from dpkit.local._oracle import FrequencyOracle
 from dpkit.mechanisms._base import IntArray
 
 __all__ = ["OUE", "SUE", "UnaryEncoding"]
 
-_CHUNK = 1 << 22  # bits per block: keeps temporaries in cache-friendly sizes
+_CHUNK = 1 << 24  # bits per block: keeps temporaries small
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,14 +49,29 @@ class UnaryEncoding(FrequencyOracle):
 
     def _randomize(self, x: IntArray, gen: np.random.Generator) -> npt.NDArray[np.uint8]:
         k, n = self.k, x.size
+        nbytes = (k + 7) // 8
+        per_user = (nbytes + 7) // 8  # uint64 words
         p_num, q_num = int(self.p * ONE), int(self.q * ONE)
-        out = np.empty((n, (k + 7) // 8), dtype=np.uint8)
-        rows = max(1, _CHUNK // k)
+        out = np.empty((n, nbytes), dtype=np.uint8)
+        pad = 8 * nbytes - k
+        keep = np.uint8((0xFF << pad) & 0xFF)
+        rows = max(1, _CHUNK // (64 * per_user))
         for lo in range(0, n, rows):
             m = min(rows, n - lo)
-            bits = coins(gen, q_num, (m, k))
-            bits[np.arange(m), x[lo : lo + m]] = coins(gen, p_num, m)
-            out[lo : lo + m] = np.packbits(bits, axis=1)
+            xs = x[lo : lo + m]
+            # every bit Bernoulli(q); the bits are i.i.d., so their order in the words is free
+            block = packed_coins(gen, q_num, m * per_user).view(np.uint8)
+            block = block.reshape(m, 8 * per_user)[:, :nbytes]
+            # then the user's own bit (byte x//8, bit 7 − x%8) is redrawn with probability p
+            col = xs >> 3
+            mask = (np.uint8(0x80) >> (xs & 7).astype(np.uint8)).astype(np.uint8)
+            own = coins(gen, p_num, m)
+            rows_idx = np.arange(m)
+            byte = block[rows_idx, col]
+            block[rows_idx, col] = np.where(own, byte | mask, byte & ~mask)
+            if pad:
+                block[:, -1] &= keep
+            out[lo : lo + m] = block
         return out
 
     def _validate(self, values: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
