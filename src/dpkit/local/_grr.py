@@ -63,9 +63,10 @@ class GRR(FrequencyOracle):
         # 255 of 256 cases (see dpkit.local._coins) to serve tens of millions of users
         n = x.size
         truthful = coins(gen, self._rr._p_num, n)
-        other = gen.integers(0, self.k - 1, size=n, dtype=np.int64)
-        other += other >= x
-        return np.where(truthful, x, other)
+        other = gen.integers(0, self.k - 1, size=n, dtype=np.int32)
+        x32 = x.astype(np.int32)
+        other += other >= x32
+        return np.where(truthful, x32, other).astype(np.int64)
 
     def _validate(self, values: npt.NDArray[Any]) -> IntArray:
         if values.ndim != 1:

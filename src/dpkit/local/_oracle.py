@@ -58,7 +58,7 @@ def check_domain_values(values: object, k: int, name: str = "values") -> IntArra
         raise DataError(f"{name} must hold integer codes (no NaN, inf or fractions).")
     if raw.size and (np.any(raw < 0) or np.any(raw >= k)):
         raise DataError(f"{name} must lie in the domain 0..{k - 1} (k={k}).")
-    return raw.astype(np.int64)
+    return raw.astype(np.int64, copy=False)
 
 
 @dataclass(frozen=True, kw_only=True)

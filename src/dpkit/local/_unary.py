@@ -87,9 +87,11 @@ class UnaryEncoding(FrequencyOracle):
                 f"{self.name} reports must have {nbytes} bytes (k={k} bits) per user, got "
                 f"{values.shape[1]}."
             )
-        if values.size and (values.min() < 0 or values.max() > 255):
-            raise DataError(f"{self.name} packed reports must be bytes (0..255).")
-        packed = values.astype(np.uint8)
+        if values.dtype != np.uint8:
+            if values.size and (values.min() < 0 or values.max() > 255):
+                raise DataError(f"{self.name} packed reports must be bytes (0..255).")
+            values = values.astype(np.uint8)
+        packed = values
         pad = 8 * nbytes - k
         if pad and np.any(packed[:, -1] & np.uint8((1 << pad) - 1)):
             raise DataError(f"{self.name} reports have padding bits set; wrong k or bit order?")
@@ -97,16 +99,32 @@ class UnaryEncoding(FrequencyOracle):
 
     def _support(self, values: npt.NDArray[Any]) -> IntArray:
         n, nbytes = values.shape
-        # one bincount of (byte column, byte value) pairs, then each byte value's bits
-        table = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).astype(np.int64)
-        hist = np.zeros(nbytes * 256, dtype=np.int64)
-        offsets = (np.arange(nbytes, dtype=np.int32) * 256)[None, :]
-        rows = max(1, (1 << 22) // nbytes)
-        for lo in range(0, n, rows):
-            idx = values[lo : lo + rows].astype(np.int32) + offsets
-            hist += np.bincount(idx.ravel(), minlength=nbytes * 256)
-        counts = hist.reshape(nbytes, 256) @ table
-        return np.asarray(counts.ravel()[: self.k], dtype=np.int64)
+        wpu = (nbytes + 7) // 8
+        if nbytes % 8:
+            padded = np.zeros((n, 8 * wpu), dtype=np.uint8)
+            padded[:, :nbytes] = values
+            values = padded
+        words = np.ascontiguousarray(values).view(np.uint64).reshape(n, wpu)
+        # SWAR column sums: (w >> s) & 0x0101… puts bit s of every byte in its own byte lane;
+        # summing ≤ 255 users keeps each lane below 256, so lanes never carry into each other
+        lanes = np.uint64(0x0101010101010101)
+        per_bit = np.zeros((8, 8 * wpu), dtype=np.int64)
+        group, groups_per_chunk = 255, 64
+        for lo in range(0, n, group * groups_per_chunk):
+            chunk = words[lo : lo + group * groups_per_chunk]
+            full = chunk.shape[0] // group
+            parts = [chunk[: full * group].reshape(full, group, wpu)] if full else []
+            if chunk.shape[0] % group:
+                parts.append(chunk[full * group :][None, :, :])
+            for part in parts:
+                for s in range(8):
+                    acc = ((part >> np.uint64(s)) & lanes).sum(axis=1, dtype=np.uint64)
+                    per_bit[s] += (
+                        acc.view(np.uint8).reshape(-1, 8 * wpu).sum(axis=0, dtype=np.int64)
+                    )
+        # byte j, bit s (from the least significant) holds value 8j + 7 − s
+        counts = per_bit[::-1].T.reshape(-1)
+        return np.asarray(counts[: self.k], dtype=np.int64)
 
 
 @dataclass(frozen=True, kw_only=True)
