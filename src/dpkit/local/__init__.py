@@ -21,6 +21,7 @@ from dpkit.local._hadamard import HadamardResponse
 from dpkit.local._olh import OLH, universal_hash
 from dpkit.local._oracle import Aggregator, FrequencyOracle
 from dpkit.local._reports import Reports
+from dpkit.local._shuffle import shuffle_delta, shuffle_epsilon, shuffle_guarantee
 from dpkit.local._subset import SubsetSelection
 from dpkit.local._unary import OUE, SUE, UnaryEncoding
 
@@ -40,5 +41,8 @@ __all__ = [
     "candidates",
     "choose_protocol",
     "norm_sub",
+    "shuffle_delta",
+    "shuffle_epsilon",
+    "shuffle_guarantee",
     "universal_hash",
 ]
