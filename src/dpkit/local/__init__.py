@@ -18,6 +18,13 @@ from dpkit.local._choose import PROTOCOLS, candidates, choose_protocol
 from dpkit.local._estimate import FrequencyEstimate, norm_sub
 from dpkit.local._grr import GRR
 from dpkit.local._hadamard import HadamardResponse
+from dpkit.local._numeric import (
+    DuchiMean,
+    HybridMean,
+    MeanEstimate,
+    NumericRandomizer,
+    PiecewiseMean,
+)
 from dpkit.local._olh import OLH, universal_hash
 from dpkit.local._oracle import Aggregator, FrequencyOracle
 from dpkit.local._reports import Reports
@@ -32,9 +39,14 @@ __all__ = [
     "PROTOCOLS",
     "SUE",
     "Aggregator",
+    "DuchiMean",
     "FrequencyEstimate",
     "FrequencyOracle",
     "HadamardResponse",
+    "HybridMean",
+    "MeanEstimate",
+    "NumericRandomizer",
+    "PiecewiseMean",
     "Reports",
     "SubsetSelection",
     "UnaryEncoding",
