@@ -155,3 +155,48 @@ def test_bad_input(cls):
             cls(epsilon=eps)
     with pytest.raises(PrivacyParameterError):
         PiecewiseMean(epsilon=1.0, cells=4)
+
+
+def test_vector_mean_unbiased_with_exact_variance():
+    from dpkit.local import VectorMean
+
+    vm = VectorMean(epsilon=6.0, d=6)  # k = 2 coordinates per user at ε/2 each
+    assert vm.k == 2
+    t = np.array([0.9, -0.2, 0.0, 0.5, -1.0, 1.0])
+    n, reps = 3000, 300
+    ests = np.array(
+        [vm.estimate_mean(vm.randomize(np.tile(t, (n, 1)), rng=r)).value for r in range(reps)]
+    )
+    var = vm.variance(t) / n
+    assert np.all(np.abs(ests.mean(axis=0) - t) < 5 * np.sqrt(var / reps))
+    # sample variances of 300 near-normal means: relative SE √(2/299) ≈ 0.082; 5 SE ≈ 0.41
+    assert np.all(np.abs(ests.var(axis=0, ddof=1) / var - 1) < 0.41)
+
+
+def test_vector_mean_audit_and_errors():
+    from dpkit.local import DuchiMean, VectorMean, VectorReports
+
+    vm = VectorMean(epsilon=1.0, d=3, base=DuchiMean)
+    c = vm._one.C
+
+    def mech(x, n, rng):
+        r = vm.randomize(np.tile(x, (n, 1)), rng=rng)
+        return (r.values[:, 0] == c) * (r.indices[:, 0] + 1)  # coordinate seen at +C, else 0
+
+    r = epsilon_lower_bound(
+        mech, [-1.0, 0, 0], [1.0, 0, 0], trials=TRIALS, rng=5, region=InSet((1,))
+    )
+    assert r.epsilon <= 1.0
+    with pytest.raises(DataError):
+        vm.randomize(np.zeros((4, 2)), rng=0)
+    with pytest.raises(DataError):
+        vm.randomize(np.full((4, 3), 2.0), rng=0)
+    good = vm.randomize(np.zeros((4, 3)), rng=0)
+    with pytest.raises(DataError):
+        vm.estimate_mean(VectorReports(good.indices + 3, good.values))
+    with pytest.raises(DataError):
+        vm.estimate_mean(VectorReports(good.indices, good.values * 0.5))
+    with pytest.raises(DataError):
+        vm.estimate_mean(VectorReports(good.indices[:0], good.values[:0]))
+    with pytest.raises(PrivacyParameterError):
+        VectorMean(epsilon=1.0, d=0)

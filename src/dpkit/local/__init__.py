@@ -31,6 +31,7 @@ from dpkit.local._reports import Reports
 from dpkit.local._shuffle import shuffle_delta, shuffle_epsilon, shuffle_guarantee
 from dpkit.local._subset import SubsetSelection
 from dpkit.local._unary import OUE, SUE, UnaryEncoding
+from dpkit.local._vector import VectorMean, VectorMeanEstimate, VectorReports
 
 __all__ = [
     "GRR",
@@ -50,6 +51,9 @@ __all__ = [
     "Reports",
     "SubsetSelection",
     "UnaryEncoding",
+    "VectorMean",
+    "VectorMeanEstimate",
+    "VectorReports",
     "candidates",
     "choose_protocol",
     "norm_sub",
