@@ -27,6 +27,7 @@ from dpkit.local._numeric import (
 )
 from dpkit.local._olh import OLH, universal_hash
 from dpkit.local._oracle import Aggregator, FrequencyOracle
+from dpkit.local._rappor import Rappor, RapporClient, RapporEstimate
 from dpkit.local._reports import Reports
 from dpkit.local._shuffle import shuffle_delta, shuffle_epsilon, shuffle_guarantee
 from dpkit.local._subset import SubsetSelection
@@ -48,6 +49,9 @@ __all__ = [
     "MeanEstimate",
     "NumericRandomizer",
     "PiecewiseMean",
+    "Rappor",
+    "RapporClient",
+    "RapporEstimate",
     "Reports",
     "SubsetSelection",
     "UnaryEncoding",

@@ -136,20 +136,25 @@ class OLH(FrequencyOracle):
     def _support(self, values: npt.NDArray[Any]) -> IntArray:
         n, k, g = values.shape[0], self.k, self.g
         counts = np.zeros(k, dtype=np.int64)
-        block_v = min(k, 256)
-        rows = max(1, (1 << 18) // block_v)
+        rows = 1 << 16  # users per block: the block's arrays stay in cache across all k values
+        prime = np.uint32(PRIME)
         pow2 = g & (g - 1) == 0
         for lo in range(0, n, rows):
-            a = values[lo : lo + rows, 0:1]
-            b = values[lo : lo + rows, 1:2]
-            y = values[lo : lo + rows, 2:3]
-            for v0 in range(0, k, block_v):
-                vs = np.arange(v0, min(k, v0 + block_v), dtype=np.int64)[None, :]
-                t = a * vs + b  # < 2^62
-                # t mod (2^31 − 1) without division: fold the high bits onto the low ones
-                t = (t & PRIME) + (t >> 31)  # < 2^32, congruent
-                t = (t & PRIME) + (t >> 31)  # < 2^31 + 2, congruent
-                t -= PRIME * (t >= PRIME)
-                h = t & (g - 1) if pow2 else t % g
-                counts[v0 : v0 + vs.shape[1]] += np.count_nonzero(h == y, axis=0)
+            a = values[lo : lo + rows, 0].astype(np.uint32)
+            y = values[lo : lo + rows, 2].astype(np.uint32)
+            t = values[lo : lo + rows, 1].astype(np.uint32)  # (a·0 + b) mod p
+            h = np.empty_like(t)
+            spare = np.empty_like(t)
+            for v in range(k):
+                if v:
+                    # (a·v + b) mod p from the previous v: add a, subtract p if it overflowed p;
+                    # t + a < 2^32, and t − p wraps above t exactly when t < p
+                    np.add(t, a, out=t)
+                    np.subtract(t, prime, out=spare)
+                    np.minimum(t, spare, out=t)
+                if pow2:
+                    np.bitwise_and(t, np.uint32(g - 1), out=h)
+                else:
+                    np.remainder(t, np.uint32(g), out=h)
+                counts[v] += np.count_nonzero(h == y)
         return counts
