@@ -31,6 +31,7 @@ from dpkit.local._rappor import Rappor, RapporClient, RapporEstimate
 from dpkit.local._reports import Reports
 from dpkit.local._shuffle import shuffle_delta, shuffle_epsilon, shuffle_guarantee
 from dpkit.local._subset import SubsetSelection
+from dpkit.local._telemetry import DBitEstimate, DBitFlip, MemoizedOneBitClient, OneBitMean
 from dpkit.local._unary import OUE, SUE, UnaryEncoding
 from dpkit.local._vector import VectorMean, VectorMeanEstimate, VectorReports
 
@@ -41,13 +42,17 @@ __all__ = [
     "PROTOCOLS",
     "SUE",
     "Aggregator",
+    "DBitEstimate",
+    "DBitFlip",
     "DuchiMean",
     "FrequencyEstimate",
     "FrequencyOracle",
     "HadamardResponse",
     "HybridMean",
     "MeanEstimate",
+    "MemoizedOneBitClient",
     "NumericRandomizer",
+    "OneBitMean",
     "PiecewiseMean",
     "Rappor",
     "RapporClient",
