@@ -30,6 +30,7 @@ from dpkit.local._oracle import Aggregator, FrequencyOracle
 from dpkit.local._rappor import Rappor, RapporClient, RapporEstimate
 from dpkit.local._reports import Reports
 from dpkit.local._shuffle import shuffle_delta, shuffle_epsilon, shuffle_guarantee
+from dpkit.local._sketch import CountMeanSketch, SketchEstimate, sketch_hash
 from dpkit.local._subset import SubsetSelection
 from dpkit.local._telemetry import DBitEstimate, DBitFlip, MemoizedOneBitClient, OneBitMean
 from dpkit.local._unary import OUE, SUE, UnaryEncoding
@@ -42,6 +43,7 @@ __all__ = [
     "PROTOCOLS",
     "SUE",
     "Aggregator",
+    "CountMeanSketch",
     "DBitEstimate",
     "DBitFlip",
     "DuchiMean",
@@ -58,6 +60,7 @@ __all__ = [
     "RapporClient",
     "RapporEstimate",
     "Reports",
+    "SketchEstimate",
     "SubsetSelection",
     "UnaryEncoding",
     "VectorMean",
@@ -69,5 +72,6 @@ __all__ = [
     "shuffle_delta",
     "shuffle_epsilon",
     "shuffle_guarantee",
+    "sketch_hash",
     "universal_hash",
 ]
