@@ -18,6 +18,7 @@ from dpkit.local._choose import PROTOCOLS, candidates, choose_protocol
 from dpkit.local._estimate import FrequencyEstimate, norm_sub
 from dpkit.local._grr import GRR
 from dpkit.local._hadamard import HadamardResponse
+from dpkit.local._heavy import HeavyHitters, PrefixExtension
 from dpkit.local._numeric import (
     DuchiMean,
     HybridMean,
@@ -50,12 +51,14 @@ __all__ = [
     "FrequencyEstimate",
     "FrequencyOracle",
     "HadamardResponse",
+    "HeavyHitters",
     "HybridMean",
     "MeanEstimate",
     "MemoizedOneBitClient",
     "NumericRandomizer",
     "OneBitMean",
     "PiecewiseMean",
+    "PrefixExtension",
     "Rappor",
     "RapporClient",
     "RapporEstimate",
