@@ -156,8 +156,9 @@ class DuchiMean(NumericRandomizer):
     ``+C`` with probability ``P(t) = 1/2 + t (P₊ − 1/2)``, where ``P₊ ≤ e^ε/(e^ε + 1)`` is a
     multiple of 2^-60 with ``P₊/(1 − P₊) ≤ e^ε``; every ``P(t)`` lies in ``[1 − P₊, P₊]``, so
     the report is ε-LDP. ``C = 1/(2P₊ − 1) ≈ (e^ε + 1)/(e^ε − 1)`` makes it unbiased, with
-    variance ``C² − t²`` (Wang et al. 2019, §III-A). ``P(t)`` is rounded to a multiple of
-    2^-60 for the exact coin, a bias below ``C·2^-60``.
+    variance ``C² − t²`` (Wang et al. 2019, §III-A). ``P(t)`` is rounded down to a multiple of
+    2^-60 (through a float, so within 2^-52 of its value) for the exact coin: a bias below
+    ``C·2^-51``.
 
     Examples
     --------
@@ -180,8 +181,10 @@ class DuchiMean(NumericRandomizer):
 
     def _randomize(self, x: FloatArray, gen: np.random.Generator) -> FloatArray:
         lo, hi = ONE - self._num, self._num
-        # P(t)·2^60 on the integers between lo and hi (never outside: the privacy bound)
-        nums = np.clip(np.round(lo + (x + 1.0) / 2.0 * (hi - lo)), lo, hi).astype(np.int64)
+        # P(t)·2^60 = lo + ⌊(t + 1)/2 · (hi − lo)⌋, clipped in integers: never outside
+        # [lo, hi], whatever the float rounding (that range is the privacy bound)
+        step = np.floor((x + 1.0) / 2.0 * float(hi - lo)).astype(np.int64)
+        nums = lo + np.clip(step, 0, hi - lo)
         u = gen.integers(0, ONE, size=x.size, dtype=np.int64)
         return np.where(u < nums, self.C, -self.C)
 
@@ -203,7 +206,7 @@ class PiecewiseMean(NumericRandomizer):
     the rest: every cell has probability ``P_in/m`` or ``(1 − P_in)/(N − m)``, a ratio of at most
     ``e^ε``, so each report is ε-LDP whatever the window. The window's start moves linearly
     with the value, randomly rounded between neighbouring cells, and ``C`` is set so that the
-    report is unbiased (to within 2^-60 of a cell); as ``N`` grows this is the continuous
+    report is unbiased (to within 2^-50 of a cell); as ``N`` grows this is the continuous
     mechanism with ``C = (e^{ε/2} + 1)/(e^{ε/2} − 1)``. :meth:`variance` is this grid version's
     exact variance; the continuous one is ``t²/(e^{ε/2} − 1) + (e^{ε/2} + 3)/(3(e^{ε/2} − 1)²)``.
 
@@ -256,7 +259,8 @@ class PiecewiseMean(NumericRandomizer):
         n, big, m = x.size, self.cells, self.m
         s = self._start(x)
         base = np.floor(s)
-        up = gen.integers(0, ONE, size=n, dtype=np.int64) < np.floor((s - base) * ONE)
+        frac = np.floor((s - base) * ONE).astype(np.int64)  # compare integers, not floats
+        up = gen.integers(0, ONE, size=n, dtype=np.int64) < frac
         start = base.astype(np.int64) + up
         inside = coins(gen, self._p_num, n)
         j_in = start + gen.integers(0, m, size=n, dtype=np.int64)
