@@ -23,7 +23,10 @@ from dpkit.noise import discrete_gaussian, discrete_laplace, laplace, laplace_gr
 SEED = 2024  # the demo is reproducible; real releases use rng=None (secure)
 
 # Each layer above the statistics keeps its own demo section next to its code.
-_LAYER_SECTIONS = ("dpkit.release._demo_density",)
+_LAYER_SECTIONS = (
+    "dpkit.local._demo",
+    "dpkit.release._demo_density",
+)
 
 
 def _section(module: str) -> Callable[[], None]:
