@@ -6,6 +6,7 @@ import itertools
 import math
 
 import numpy as np
+import numpy.typing as npt
 
 from dpkit.accounting import Neighbouring
 from dpkit.errors import DataError
@@ -212,11 +213,15 @@ def _plan(
     return bits, caps, noise
 
 
-def _sums(u: FloatArray, m: tuple[int, ...], bits: int, caps: IntArray) -> IntArray:
-    """Exact Σ_i clip(rint(ψ_J(u_i) 2^bits), ±cap_J) as int64 (blocks keep float sums exact)."""
-    total = np.zeros(caps.size, dtype=np.int64)
+def _sums(u: FloatArray, m: tuple[int, ...], bits: int, caps: IntArray) -> npt.NDArray[np.object_]:
+    """Exact Σ_i clip(rint(ψ_J(u_i) 2^bits), ±cap_J) as Python ints.
+
+    A block of 2^12 values below 2^(bits+2) ≤ 2^42 sums exactly in int64; the running totals are
+    Python ints, so they cannot wrap around however many records there are.
+    """
+    total = np.zeros(caps.size, dtype=np.int64).astype(object)
     for start in range(0, u.shape[0], _BLOCK):
         vals = np.rint(cosine_basis(u[start : start + _BLOCK], m) * 2.0**bits)
         vals = np.clip(vals, -caps, caps).astype(np.int64)
-        total += vals.sum(axis=0)
+        total = total + vals.sum(axis=0).astype(object)
     return total
