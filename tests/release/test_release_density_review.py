@@ -39,3 +39,61 @@ def test_series_large_epsilon_sums_do_not_wrap_around() -> None:
     x = np.zeros(70_000)  # ψ_1(0) = √2 for every record: β_1 = √2
     dens = series_density(x, bounds=(0, 1), epsilon=1e8, degree=1, n=x.size, rng=1)
     assert dens.raw[0] == pytest.approx(np.sqrt(2.0), rel=1e-6)
+
+
+def test_ks_sampler_reaches_every_path_of_positive_probability() -> None:
+    # 38 records at 0 (m = 2 grid points, k = 1, ε = 2): the sample {1.0} has probability
+    # e^-38/(1 + e^-38) > 0. The floating-point sampler gave its band a weight that vanished
+    # in a float cumulative sum, so it could never output {1.0} here, yet could (probability
+    # about 1e-16) on the neighbour with one more record at 1: an infinite privacy loss. The
+    # sampler now weighs bands with exact integers, so every path keeps a positive probability.
+    from fractions import Fraction
+
+    from dpkit.release._ks_mechanism import KSSampler, gap_utilities
+
+    for x in (np.zeros(38), np.r_[np.zeros(38), 1.0]):
+        util = gap_utilities(x, np.linspace(0, 1, 2), 1)
+        sampler = KSSampler(util, Fraction(1))
+        u_one = int(util[0, 0])  # C_0 = 0: the synthetic point is 1.0
+        own = int(np.searchsorted(sampler.levels, u_one, side="left"))
+        weights = np.diff(np.r_[0, np.array(sampler._wcum, dtype=object)])
+        assert sum(weights[own - 1 :]) > 0  # the proposal reaches {1.0}
+        # and the acceptance probability e^{-β(U - v_0)}/A(own) is positive and at most 1
+        from dpkit.release._exact_draws import exp_neg_bounds
+
+        lo, hi = exp_neg_bounds(Fraction(u_one - int(sampler.levels[0])), 64)
+        tail = sampler._tail[own - 1]
+        assert lo[0] > 0
+        assert Fraction(hi[0]) * Fraction(2) ** hi[1] <= Fraction(tail) * Fraction(
+            2
+        ) ** sampler._emin * (1 + Fraction(1, 2**50))
+
+
+def test_exact_draws_match_their_probabilities() -> None:
+    import math
+    from fractions import Fraction
+
+    from scipy import stats
+
+    from dpkit.release._exact_draws import bernoulli_exp_over, exp_neg_bounds, uniform_below
+
+    for y in (Fraction(0), Fraction(1, 3), Fraction(1), Fraction(35, 4), Fraction(700)):
+        (lm, le), (hm, he) = exp_neg_bounds(y, 64)
+        lo, hi = Fraction(lm) * Fraction(2) ** le, Fraction(hm) * Fraction(2) ** he
+        assert lo <= Fraction(math.exp(-float(y))) * (1 + Fraction(1, 2**50))
+        assert hi >= Fraction(math.exp(-float(y))) * (1 - Fraction(1, 2**50))
+        assert hi - lo <= hi * Fraction(1, 2**60)
+    gen = np.random.default_rng(5)
+    # Bernoulli(e^{-1/2}) and Bernoulli(4 e^{-3}) (A = 1/4): 8,000 draws each, two-sided
+    # binomial test p > 1e-4
+    for y, a, p in (
+        (Fraction(1, 2), (1, 0), math.exp(-0.5)),
+        (Fraction(3), (1, -2), 4 * math.exp(-3)),
+    ):
+        hits = sum(bernoulli_exp_over(gen, y, a) for _ in range(8_000))
+        assert stats.binomtest(hits, 8_000, p).pvalue > 1e-4
+    # uniform_below over a range that is not a power of two: chi-square p > 1e-4
+    counts = np.bincount([uniform_below(gen, 5) for _ in range(20_000)], minlength=5)
+    assert stats.chisquare(counts).pvalue > 1e-4
+    big = (1 << 200) + 12345
+    assert all(0 <= uniform_below(gen, big) < big for _ in range(100))
