@@ -97,3 +97,26 @@ def test_exact_draws_match_their_probabilities() -> None:
     assert stats.chisquare(counts).pvalue > 1e-4
     big = (1 << 200) + 12345
     assert all(0 <= uniform_below(gen, big) < big for _ in range(100))
+
+
+def test_ks_sizes_from_a_noisy_count_are_coarsened_after_the_charge() -> None:
+    # ε = 1e-6 with a private n: the count's noise has scale 1e7, so a draw of n̂ ≈ 6.7e6 (seen
+    # with 10 records) asked for k = 35,504 on m = 378 points, a table of 1.3e7 big integers
+    # (gigabytes) built after the charge. The rule is now lowered until the table fits.
+    from dpkit.release._ks_mechanism import MAX_TABLE, _default_k, _fitting_size
+
+    k, m = _fitting_size(6_689_673.0, None, None)
+    assert (m - 1) * (k + 1) <= MAX_TABLE
+    assert k > 0.8 * _default_k(1e6)  # lowered only as far as needed
+    assert _fitting_size(1000.0, None, None) == (100, 21)  # small n: the rule itself
+    assert _fitting_size(6_689_673.0, 50, None)[0] == 50  # a size the caller fixed is kept
+
+
+def test_ks_fixed_sizes_too_large_are_refused_before_charging() -> None:
+    from dpkit.errors import DataError
+    from dpkit.release import ks_synthetic
+
+    acct = Accountant(PureDP(epsilon=1.0))
+    with pytest.raises(DataError, match="path table"):
+        ks_synthetic(np.zeros(3), bounds=(0, 1), epsilon=1.0, size=5_000_000, accountant=acct)
+    assert acct.spent.epsilon == 0.0

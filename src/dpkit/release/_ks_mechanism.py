@@ -62,6 +62,7 @@ _SUBDIVIDE = 16  # a band that carries mass is cut into this many when refined
 _NEGLIGIBLE = 10.0  # bands below max·e^{-10} are refined only once drawn (exact either way)
 _WIDTH = 1.0  # refined bands span at most 1/β: each proposal is accepted w.p. ≥ e^{-1}
 _TABLE_ITEMS = 4_000_000  # big-integer path tables kept in memory (levels drawn again reuse them)
+MAX_TABLE = 2_000_000  # entries of the big-integer path table (n ≈ 10^6 with the default rule)
 _PREC = 64  # mantissa bits of the dyadic upper bounds on the band weights
 _FLOOR = 256  # band weights are raised to at least 2^-256 of the largest (keeps integers small)
 
@@ -326,7 +327,10 @@ def ks_synthetic(
         k, the synthetic sample size; default ``ceil(n^{2/3})`` (Wasserman and Zhou 2010).
     grid : int, optional
         Number of grid points m ≥ 2; default ``ceil(2 n^{1/3}) + 1``, fine enough that the grid
-        adds no more than the n^{−1/3} error of the mechanism itself.
+        adds no more than the n^{−1/3} error of the mechanism itself. Default k and m are
+        lowered together (as if n were smaller) when the path table (m − 1)(k + 1) would exceed
+        2·10^6 big integers, i.e. beyond n ≈ 10^6; a size or grid given explicitly is refused,
+        before the charge, if it exceeds that.
     n : int, optional
         The public number of records, if public.
 
@@ -359,15 +363,15 @@ def ks_synthetic(
     count, eps_z = split_count(
         epsilon=eps, public_n=public_n, replace=replace, needs_n=needs_n, fraction=count_fraction
     )
-    guess = float(public_n if public_n is not None else 8 * max(data.size, 1) + 64)
-    _check_size(fixed_k or _default_k(guess), fixed_m or _default_m(guess))
+    # only sizes fixed by the caller can be refused (before the charge); sizes from the rule
+    # are coarsened to fit after it, whatever the (noisy) n
+    _check_size(fixed_k or 1, fixed_m or 3)
     main = ExponentialEvent(epsilon=eps_z * SLACK)
     event = total_event(count, main)
     charge(accountant, event, "KS synthetic sample")
     gen = as_generator(rng)
     n_hat = count.value(data.size, gen)
-    k = fixed_k or _default_k(n_hat)
-    m = fixed_m or _default_m(n_hat)
+    k, m = _fitting_size(n_hat, fixed_k, fixed_m)
     points = np.linspace(box[0][0], box[0][1], m)
     sampler = KSSampler(gap_utilities(data, points, k), Fraction(main.epsilon) / (2 * k))
     path = sampler.draw(gen)
@@ -393,8 +397,29 @@ def _positive(value: object, name: str, minimum: int) -> int | None:
     return int(value)
 
 
+def _fitting_size(n: float, fixed_k: int | None, fixed_m: int | None) -> tuple[int, int]:
+    """k and m: the caller's, or the rule's at n, lowered (never refused) until they fit.
+
+    With a private n the rule is applied to a noisy count after the charge; a large draw (a
+    small ε makes the count's noise large) must not turn into an error, or into gigabytes of
+    big-integer tables, once the budget is spent. The result depends only on public values.
+    """
+    while True:
+        k = fixed_k or _default_k(n)
+        m = fixed_m or _default_m(n)
+        if (m - 1) * (k + 1) <= MAX_TABLE or n <= 1.0:
+            return k, m
+        n = math.floor(n * 0.9)
+
+
 def _check_size(k: int, m: int) -> None:
-    # the level search holds (levels ≤ 33 + refinements) × (k + 1) floats and m × (k + 1) tables
+    # the sampler holds one (m − 1) × (k + 1) table of big integers (a few hundred bytes each)
+    if (m - 1) * (k + 1) > MAX_TABLE:
+        raise DataError(
+            f"a KS sample of size {k} on {m} grid points needs a path table of "
+            f"{(m - 1) * (k + 1):,} big integers (limit {MAX_TABLE:,}); use a smaller size or "
+            "grid. Nothing was charged."
+        )
     check_memory(
         float(m) * (k + 1) * 3 + 512.0 * (k + 1), 8, f"a KS sample of size {k} on {m} points"
     )
