@@ -120,3 +120,23 @@ def test_ks_fixed_sizes_too_large_are_refused_before_charging() -> None:
     with pytest.raises(DataError, match="path table"):
         ks_synthetic(np.zeros(3), bounds=(0, 1), epsilon=1.0, size=5_000_000, accountant=acct)
     assert acct.spent.epsilon == 0.0
+
+
+def test_series_degree_from_noisy_count_never_refused_after_the_charge(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # In d = 3 the default degree from a large (noisy) count could need more than 1 GiB for
+    # the cosine basis; the memory check ran after the count had been charged, so the call
+    # failed with budget spent. The degree is now lowered to fit instead.
+    import dpkit.release._density_data as density_data
+    import dpkit.release._series as series
+
+    # a 16 MiB memory limit stands in for 1 GiB, so that the test stays small
+    monkeypatch.setattr(density_data, "MAX_BYTES", 1 << 24)
+    monkeypatch.setattr(series, "MAX_BYTES", 1 << 24, raising=False)
+    monkeypatch.setattr(series, "series_degree", lambda *args, **kw: 60)
+    acct = Accountant(PureDP(epsilon=2.0))
+    x = np.random.default_rng(0).uniform(size=(50, 3))
+    dens = series.series_density(x, bounds=[(0, 1)] * 3, epsilon=1.0, accountant=acct, rng=1)
+    assert acct.spent.epsilon == pytest.approx(1.0)
+    assert dens.raw.size + 1 <= (1 << 24) // ((4096 + 16) * 8)  # the basis fits the limit

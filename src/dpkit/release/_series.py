@@ -13,6 +13,7 @@ from dpkit.errors import DataError
 from dpkit.mechanisms._base import SupportsCharge, charge
 from dpkit.random import RNGLike, as_generator
 from dpkit.release._density_data import (
+    MAX_BYTES,
     FloatArray,
     as_records,
     check_box,
@@ -174,8 +175,7 @@ def series_density(
         assert count.noise is not None
         charge(accountant, count.noise.event, "series density: record count")
         n_hat = count.value(data.shape[0], gen)
-        m = tuple(series_degree(n_hat, d, eps_s, smoothness) for _ in box)
-        check_memory(float(math.prod(k + 1 for k in m)) * (_BLOCK + 16), 8, "the cosine basis")
+        m = _fitting_degree(series_degree(n_hat, d, eps_s, smoothness), d)
         bits, caps, noise = _plan(m, factor, eps_s, dlt)
         charge(accountant, noise.event, "series density: coefficients", delta=dlt)
         event = total_event(count, noise.event)
@@ -185,7 +185,11 @@ def series_density(
     cells = tuple(_EVAL_CELLS[d] for _ in box)
     centres = [(c - lo) / (hi - lo) for c, (lo, hi) in zip(midpoints(box, cells), box, strict=True)]
     grid = np.stack([g.reshape(-1) for g in np.meshgrid(*centres, indexing="ij")], axis=1)
-    values = (1.0 + cosine_basis(grid, m) @ beta).reshape(cells)
+    # evaluated in blocks: the basis on all 32^3 points of a 3-d grid at once would need
+    # 32768 × (number of coefficients) floats, far more than the memory the release checked
+    values = np.concatenate(
+        [1.0 + cosine_basis(grid[i : i + _BLOCK], m) @ beta for i in range(0, len(grid), _BLOCK)]
+    ).reshape(cells)
     volume_unit = 1.0 / math.prod(cells)
     probs = project_density(values, volume_unit)
     return DensityRelease(
@@ -197,6 +201,17 @@ def series_density(
         n_hat,
         noise_scale=float(noise.scale) / math.ldexp(n_hat, bits),
     )
+
+
+def _fitting_degree(side: int, d: int) -> tuple[int, ...]:
+    """The rule's degree, lowered (never refused) until the cosine basis fits in memory.
+
+    It is applied to a noisy count after the count was charged; a large draw must not turn into
+    an error once budget is spent, so the degree is lowered instead (it depends only on n̂).
+    """
+    while side > 1 and float(side + 1) ** d * (_BLOCK + 16) * 8 > MAX_BYTES:
+        side -= 1
+    return tuple(side for _ in range(d))
 
 
 def _plan(
