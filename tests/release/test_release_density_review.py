@@ -166,3 +166,16 @@ def test_kde_whitened_sensitivity_bound_covers_worst_records() -> None:
         assert 0.999 * white.sensitivity(False) < worst_add <= white.sensitivity(False)
         worst_rep = max(norm(s[i] - s[j]) for i in range(0, len(s), 5) for j in range(3, len(s), 9))
         assert worst_rep <= white.sensitivity(True)
+
+
+def test_histogram_with_fixed_bins_does_not_release_the_exact_count() -> None:
+    # With bins fixed and n private (add/remove), no count was bought, yet the result's ``n``
+    # held the exact number of records, released without noise. It is now the normaliser the
+    # release actually used: the (clamped) total of the noisy counts.
+    from dpkit.release import histogram_density
+
+    x = np.random.default_rng(0).uniform(size=1234)
+    dens = histogram_density(x, bounds=(0, 1), epsilon=1.0, bins=4, rng=1)
+    assert float(dens.raw.sum()) != 1234.0  # this seed's noise does not cancel
+    assert dens.n == max(float(dens.raw.sum()), 1.0)
+    assert dens.n != 1234.0

@@ -144,11 +144,15 @@ class NoisyCount:
         return None if self.noise is None else self.noise.event
 
     def value(self, size: int, gen: np.random.Generator) -> float:
-        """n, or a noisy count clamped to at least 1 (post-processing)."""
+        """n, or a noisy count clamped to at least 1 (post-processing).
+
+        NaN when n is private and no count was bought (the release does not need n): the true
+        size must never leave this function unless it is public.
+        """
         if self.public is not None:
             return float(self.public)
         if self.noise is None:
-            return float(max(size, 1))
+            return math.nan
         return float(max(size + int(self.noise.draw(1, gen)[0]), 1))
 
 
