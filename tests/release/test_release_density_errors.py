@@ -137,7 +137,7 @@ def test_too_many_cells_refused_with_memory_and_nothing_charged() -> None:
         )
     with pytest.raises(DataError, match="d ≤ 3"):
         series_density(data[:, :4], bounds=box[:4], epsilon=1.0, accountant=acct)
-    with pytest.raises(DataError, match="needs about"):
+    with pytest.raises(DataError, match="needs a path table"):
         ks_synthetic(X, bounds=(0, 1), epsilon=1.0, size=10**6, grid=10**5, accountant=acct)
     assert acct.spent.epsilon == 0.0
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import itertools
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
 from scipy import stats
 
 from dpkit.accounting import Accountant, ExponentialEvent, PureDP
+from dpkit.random import as_generator
 from dpkit.release import ks_synthetic
 from dpkit.release._density_noise import SLACK
 from dpkit.release._ks_mechanism import KSSampler, gap_utilities
@@ -69,9 +71,16 @@ def test_public_function_uses_the_exact_sampler() -> None:
     x = np.array([0.1, 0.35, 0.4, 0.8])
     out = ks_synthetic(x, bounds=(0, 1), epsilon=2.0, size=3, grid=4, rng=11)
     grid = np.linspace(0, 1, 4)
-    sampler = KSSampler(gap_utilities(x, grid, 3), 2.0 * SLACK / 6)
-    path = sampler.draw(np.random.default_rng(11))
+    sampler = KSSampler(gap_utilities(x, grid, 3), Fraction(2.0 * SLACK) / 6)
+    # the same generator ks_synthetic builds from rng=11 (seeded AES counter), so the same draws
+    path = sampler.draw(as_generator(11))
     assert np.array_equal(out.values, np.repeat(grid, np.diff(np.r_[0, path])))
+    # and a different stream gives a different sample here (the comparison has power)
+    others = {
+        tuple(KSSampler(gap_utilities(x, grid, 3), Fraction(2.0 * SLACK) / 6).draw(as_generator(s)))
+        for s in range(12, 40)
+    }
+    assert len(others) > 1
     assert out.event == ExponentialEvent(epsilon=2.0 * SLACK)
 
 

@@ -22,7 +22,6 @@ import numpy.typing as npt
 from scipy import stats as sps
 
 from dpkit.accounting import Neighbouring
-from dpkit.errors import DataError
 from dpkit.mechanisms._base import SupportsCharge, charge
 from dpkit.random import RNGLike, as_generator
 from dpkit.release._density_data import (
@@ -160,13 +159,15 @@ def bernstein_density(
 
 def _lattice_sums(
     data: FloatArray, nodes: FloatArray, h: tuple[float, ...], bits: int
-) -> npt.NDArray[np.int64]:
-    """Exact Σ_i clip(rint(K(ν, X_i) 2^P), 0, 2^P) at every lattice node, as int64."""
+) -> npt.NDArray[np.object_]:
+    """Exact Σ_i clip(rint(K(ν, X_i) 2^P), 0, 2^P) at every lattice node, as Python ints.
+
+    A block of 2^11 values of at most 2^P ≤ 2^40 sums exactly in int64; the running totals are
+    Python ints, so no number of records can overflow them (no refusal after the charge).
+    """
     top = float(1 << bits)
-    total = np.zeros(nodes.shape[0], dtype=np.int64)
-    if data.shape[0] and (1 << bits) * data.shape[0] >= 1 << 62:
-        raise DataError("too many records for the fixed-point lattice sums; use a larger epsilon.")
+    total = np.zeros(nodes.shape[0], dtype=np.int64).astype(object)
     for start in range(0, data.shape[0], _BLOCK):
         vals = np.clip(np.rint(kernel_matrix(data[start : start + _BLOCK], nodes, h) * top), 0, top)
-        total += vals.astype(np.int64).sum(axis=0)
+        total = total + vals.astype(np.int64).sum(axis=0).astype(object)
     return total

@@ -92,7 +92,8 @@ class DensityRelease:
     raw : numpy.ndarray
         The released noisy statistic before post-processing (counts, coefficients, values).
     n : float
-        The number of records used to normalise: public, or a noisy count.
+        The number of records used to normalise: public, a noisy count, or (histogram with
+        fixed bins and a private n) the total of the noisy counts. Never the exact private n.
     noise_scale : float
         Scale of the noise in the units of ``raw`` (Laplace b or Gaussian σ per coordinate; for
         the kernel density, σ of the whitened values, see :func:`kde_density`).

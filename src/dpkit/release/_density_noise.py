@@ -45,6 +45,7 @@ IntArray = npt.NDArray[np.int64]
 
 SLACK = 1.0 - 2.0**-40  # ε is shaved by 2^-40 so that float rounding of events stays below it
 NOISE_BITS = 20  # the noise scale is about 2^20 integer units: rounding costs a relative 2^-20
+MAX_BITS = 40  # finest fixed point: 2^-40 of a unit value, far below any useful noise
 
 
 @dataclass(frozen=True)
@@ -84,8 +85,10 @@ def fixed_point_bits(real_sensitivity: float, epsilon: float, delta: float) -> i
         scale = real_sensitivity / epsilon
     else:
         scale = float(gaussian_sigma(epsilon=epsilon, delta=delta, sensitivity=real_sensitivity))
-    # never below 0: a coarser fixed point would only add rounding that the noise dwarfs anyway
-    return max(0, NOISE_BITS - math.frexp(scale)[1] + 1)
+    # never below 0: a coarser fixed point would only add rounding that the noise dwarfs anyway;
+    # never above MAX_BITS: per-record values stay below 2^(MAX_BITS+2), so a block of 2^12 of
+    # them sums exactly in int64, and rint(v · 2^P) is exact in float64 (P ≤ 52)
+    return min(MAX_BITS, max(0, NOISE_BITS - math.frexp(scale)[1] + 1))
 
 
 def integer_noise(
@@ -141,11 +144,15 @@ class NoisyCount:
         return None if self.noise is None else self.noise.event
 
     def value(self, size: int, gen: np.random.Generator) -> float:
-        """n, or a noisy count clamped to at least 1 (post-processing)."""
+        """n, or a noisy count clamped to at least 1 (post-processing).
+
+        NaN when n is private and no count was bought (the release does not need n): the true
+        size must never leave this function unless it is public.
+        """
         if self.public is not None:
             return float(self.public)
         if self.noise is None:
-            return float(max(size, 1))
+            return math.nan
         return float(max(size + int(self.noise.draw(1, gen)[0]), 1))
 
 

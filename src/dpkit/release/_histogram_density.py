@@ -223,6 +223,8 @@ def histogram_density(
     how = "simplex" if postprocess == "threshold" else postprocess
     total = n_hat if count.public is not None else None
     probs = _postprocess(noisy, how, total, tau)
+    if math.isnan(n_hat):  # n private and not bought: report the normaliser actually used
+        n_hat = max(float(noisy.sum()), 1.0)
     return DensityRelease(probs, edges, event, "histogram", noisy, n_hat, atom_sets, scale_real)
 
 

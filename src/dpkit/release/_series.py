@@ -6,12 +6,14 @@ import itertools
 import math
 
 import numpy as np
+import numpy.typing as npt
 
 from dpkit.accounting import Neighbouring
 from dpkit.errors import DataError
 from dpkit.mechanisms._base import SupportsCharge, charge
 from dpkit.random import RNGLike, as_generator
 from dpkit.release._density_data import (
+    MAX_BYTES,
     FloatArray,
     as_records,
     check_box,
@@ -173,8 +175,7 @@ def series_density(
         assert count.noise is not None
         charge(accountant, count.noise.event, "series density: record count")
         n_hat = count.value(data.shape[0], gen)
-        m = tuple(series_degree(n_hat, d, eps_s, smoothness) for _ in box)
-        check_memory(float(math.prod(k + 1 for k in m)) * (_BLOCK + 16), 8, "the cosine basis")
+        m = _fitting_degree(series_degree(n_hat, d, eps_s, smoothness), d)
         bits, caps, noise = _plan(m, factor, eps_s, dlt)
         charge(accountant, noise.event, "series density: coefficients", delta=dlt)
         event = total_event(count, noise.event)
@@ -184,7 +185,11 @@ def series_density(
     cells = tuple(_EVAL_CELLS[d] for _ in box)
     centres = [(c - lo) / (hi - lo) for c, (lo, hi) in zip(midpoints(box, cells), box, strict=True)]
     grid = np.stack([g.reshape(-1) for g in np.meshgrid(*centres, indexing="ij")], axis=1)
-    values = (1.0 + cosine_basis(grid, m) @ beta).reshape(cells)
+    # evaluated in blocks: the basis on all 32^3 points of a 3-d grid at once would need
+    # 32768 × (number of coefficients) floats, far more than the memory the release checked
+    values = np.concatenate(
+        [1.0 + cosine_basis(grid[i : i + _BLOCK], m) @ beta for i in range(0, len(grid), _BLOCK)]
+    ).reshape(cells)
     volume_unit = 1.0 / math.prod(cells)
     probs = project_density(values, volume_unit)
     return DensityRelease(
@@ -196,6 +201,17 @@ def series_density(
         n_hat,
         noise_scale=float(noise.scale) / math.ldexp(n_hat, bits),
     )
+
+
+def _fitting_degree(side: int, d: int) -> tuple[int, ...]:
+    """The rule's degree, lowered (never refused) until the cosine basis fits in memory.
+
+    It is applied to a noisy count after the count was charged; a large draw must not turn into
+    an error once budget is spent, so the degree is lowered instead (it depends only on n̂).
+    """
+    while side > 1 and float(side + 1) ** d * (_BLOCK + 16) * 8 > MAX_BYTES:
+        side -= 1
+    return tuple(side for _ in range(d))
 
 
 def _plan(
@@ -212,11 +228,15 @@ def _plan(
     return bits, caps, noise
 
 
-def _sums(u: FloatArray, m: tuple[int, ...], bits: int, caps: IntArray) -> IntArray:
-    """Exact Σ_i clip(rint(ψ_J(u_i) 2^bits), ±cap_J) as int64 (blocks keep float sums exact)."""
-    total = np.zeros(caps.size, dtype=np.int64)
+def _sums(u: FloatArray, m: tuple[int, ...], bits: int, caps: IntArray) -> npt.NDArray[np.object_]:
+    """Exact Σ_i clip(rint(ψ_J(u_i) 2^bits), ±cap_J) as Python ints.
+
+    A block of 2^12 values below 2^(bits+2) ≤ 2^42 sums exactly in int64; the running totals are
+    Python ints, so they cannot wrap around however many records there are.
+    """
+    total = np.zeros(caps.size, dtype=np.int64).astype(object)
     for start in range(0, u.shape[0], _BLOCK):
         vals = np.rint(cosine_basis(u[start : start + _BLOCK], m) * 2.0**bits)
         vals = np.clip(vals, -caps, caps).astype(np.int64)
-        total += vals.sum(axis=0)
+        total = total + vals.sum(axis=0).astype(object)
     return total
