@@ -117,7 +117,7 @@ class Exponential:
         """Index of the selected candidate; see :meth:`select`."""
         logits = scaled_scores(scores, self.scale)
         gen = as_generator(rng)
-        charge(accountant, self.event, label)
+        charge(accountant, self.event, label, rng=rng)
         return int(np.argmax(logits + gumbel(gen, int(logits.size))))
 
     def select(
@@ -214,7 +214,7 @@ class Exponential:
         g = interval_grid(lo, hi) if grid is None else _check_grid(grid, lo, hi)
         cells = cells_for(points, scores, (lo, hi), g)
         gen = as_generator(rng)
-        charge(accountant, self.event, label)
+        charge(accountant, self.event, label, rng=rng)
         return float(np.ldexp(float(sample_cell(cells, self.scale, gen)), g))
 
     def interval_probabilities(

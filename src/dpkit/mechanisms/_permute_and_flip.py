@@ -167,7 +167,7 @@ class PermuteAndFlip:
         """Index of the selected candidate; see :meth:`select`."""
         s = self._grid_scores(check_scores(scores))
         gen = as_generator(rng)
-        charge(accountant, self.event, label)
+        charge(accountant, self.event, label, rng=rng)
         best = max(s)
         for r in gen.permutation(len(s)):
             gamma = self._rate * (best - s[int(r)])  # γ = gamma / 2**60, exactly

@@ -91,7 +91,7 @@ def bounds(
     sens = 2 if replace else 1
     scale = Fraction(sens) / Fraction(eps * (1.0 - 2.0**-40))
     event = discrete_laplace_event(scale=scale, sensitivity=sens)
-    charge(accountant, event, "bounds")
+    charge(accountant, event, "bounds", rng=rng)
     noisy = counts + np.asarray(discrete_laplace(scale, size=_BINS, rng=as_generator(rng)))
     tau = float(scale) * math.log(_BINS / b)
     hits = np.flatnonzero(noisy > tau)

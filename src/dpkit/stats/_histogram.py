@@ -122,7 +122,7 @@ def histogram(
         sigma = Fraction(_gaussian_sigma(eps, dlt, replace))
         noise = PartNoise(Part("counts", 0, 1), 0, 1, "gaussian", sigma)
         event = _gaussian_event(float(sigma), replace)
-    charge(accountant, event, "histogram", delta=dlt)
+    charge(accountant, event, "histogram", delta=dlt, rng=rng)
     gen = as_generator(rng)
     if noise.kind == "laplace":
         z = discrete_laplace(noise.scale, size=counts.shape, rng=gen)
