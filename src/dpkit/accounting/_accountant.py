@@ -270,9 +270,11 @@ class Accountant:
             cand = _State(s.eps + Fraction(event.epsilon), s.delta + ed, s.rho)
             return self._if_fits(event, cand, Fraction(event.epsilon), float(ed), 0)
         rest = self._budget.delta - float(s.delta)  # type: ignore[union-attr]
+        tried: set[float] = set()
         for d in (hint, self._event_delta, rest):
-            if d is None or not 0 < d <= rest * (1 + _SLACK):
-                continue
+            if d is None or not 0 < d <= rest * (1 + _SLACK) or min(d, rest) in tried:
+                continue  # (the same δ twice would only repeat a possibly costly composition)
+            tried.add(min(d, rest))
             eps = epsilon_of(event, delta=min(d, rest))
             if not math.isfinite(eps):
                 continue
