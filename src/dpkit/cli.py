@@ -3,7 +3,8 @@
 ``dpkit audit`` runs empirical privacy audits (:mod:`dpkit.audit`) of dpkit's own mechanisms and
 statistics, prints a table of claimed ε against the lower bound found, and exits with status 1 if
 any mechanism is found to leak more than it claims (or, with ``--controls``, if a deliberately
-broken control goes undetected).
+broken control goes undetected). An audit whose bound is about 0 reports "no power" rather than
+"ok" (it tested nothing) and does not change the exit status.
 
 >>> main(["audit", "--controls", "--mechanism", "naive", "--epsilon", "1", "--trials", "2000",
 ...       "--quiet"])
@@ -61,11 +62,20 @@ class ProgressBar:
         self.stream.flush()
 
 
+NO_POWER = 0.05
+"""A bound below this fraction of the claim means the audit could not tell the two inputs apart
+at all (most often ε_LB = 0): the mechanism was not tested, which must not read as "ok"."""
+
+
 def _verdict(case: AuditCase, result: AuditResult, control: bool) -> tuple[str, bool]:
     exceeded = result.exceeds(case.claimed_epsilon)
     if control:
         return ("caught", True) if exceeded else ("MISSED", False)
-    return ("VIOLATION", False) if exceeded else ("ok", True)
+    if exceeded:
+        return "VIOLATION", False
+    if result.epsilon < NO_POWER * case.claimed_epsilon:
+        return "no power", True  # nothing found, but nothing was tested either: not a failure
+    return "ok", True
 
 
 def _row(cells: Sequence[str]) -> str:
@@ -134,6 +144,11 @@ def _audit(args: argparse.Namespace) -> int:
         print("\n".join(rows))
     if any(c.audit_delta is not None for c, _ in cases):
         print("* claimed δ not far below 1/n is void (seed 002); audited at δ = 1/n².")
+    if any(r.endswith(" no power") for r in rows):
+        print(
+            f"no power: ε_LB below {NO_POWER:g} × the claim; the audit could not tell the inputs "
+            "apart, which proves nothing either way. Try more --trials."
+        )
     return 0 if all_good else 1
 
 

@@ -16,6 +16,7 @@ __all__ = [
     "BudgetExceededError",
     "DPKitError",
     "DataError",
+    "InsecureRandomnessWarning",
     "PrivacyParameterError",
     "PrivacyWarning",
 ]
@@ -57,3 +58,18 @@ class BudgetExceededError(DPKitError):
 
 class PrivacyWarning(UserWarning):
     """A choice is legal but weakens privacy in practice (e.g. δ not far below 1/n)."""
+
+
+class InsecureRandomnessWarning(PrivacyWarning):
+    """A release charged to an accountant draws its noise from a non-secure generator.
+
+    An int seed, a :class:`numpy.random.Generator` over PCG64 (or any generator dpkit did not key
+    from the operating system) makes the noise predictable to whoever knows or guesses the seed, so
+    the budget charged buys no privacy. Raised before any noise is drawn, from the ``rng=``
+    argument alone (never from the data).
+
+    Silence it where reproducible noise is the point (tests, simulations): pass
+    ``rng=dpkit.random.seeded(seed)``, an explicit opt-in, or filter the warning, e.g.
+    ``warnings.simplefilter("ignore", InsecureRandomnessWarning)`` or, for pytest,
+    ``filterwarnings = ["ignore::dpkit.errors.InsecureRandomnessWarning"]``.
+    """

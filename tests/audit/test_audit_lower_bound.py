@@ -10,6 +10,7 @@ import pytest
 
 from dpkit.audit import (
     Above,
+    InBins,
     InSet,
     OnLattice,
     Predicate,
@@ -59,7 +60,9 @@ def test_correct_laplace_is_not_refuted_and_bound_is_informative() -> None:
     r = epsilon_lower_bound(grid_laplace(1.0), 0.0, 1.0, trials=100_000, rng=3)
     # Laplace(1) on a sensitivity-1 pair is exactly 1-DP; a good region gets close to 1.
     assert 0.7 < r.epsilon <= 1.0
-    assert isinstance(r.region, Above) or "output <=" in str(r.region)
+    # A tail threshold, or the likelihood-ranked bins (for a shifted Laplace the likelihood ratio
+    # is monotone, so ranking bins by it rebuilds a tail region up to sampling noise).
+    assert isinstance(r.region, Above | InBins) or "output <=" in str(r.region)
     assert r.selection_trials == 50_000
     assert r.negatives == r.positives == 50_000
 

@@ -45,6 +45,10 @@ class _State:
 _Plan = tuple[_State, LedgerEntry]
 
 
+class _InfiniteCost(Exception):
+    """An event whose cost (ε or ρ) is infinite in floating point: it fits no budget."""
+
+
 def _rho_for(epsilon: float, delta: float) -> float:
     """The largest ρ (to 1e-12 relative, rounded down) whose CKS conversion is within (ε, δ)."""
     lo, hi = 0.0, epsilon
@@ -193,25 +197,34 @@ class Accountant:
 
     @property
     def spent(self) -> Guarantee:
-        """The guarantee of everything charged so far (zero before the first charge)."""
+        """The guarantee of everything charged so far (zero before the first charge).
+
+        Its repr rounds each value *up* to a short decimal (``ApproxDP(epsilon=0.75, ...)`` for
+        a spend of 0.7499999999993179, the safe-side margins of the accounting); the fields
+        (``spent.epsilon``) hold the exact values the accountant enforces.
+        """
         with self._lock:
             eps, delta, rho = self._spent_of(self._state)
         if isinstance(self._budget, ZCDP):
-            return _unchecked(ZCDP, rho=rho)
+            return _unchecked(ZCDP, shown="up", rho=rho)
         if isinstance(self._budget, PureDP):
-            return _unchecked(PureDP, epsilon=eps)
-        return _unchecked(ApproxDP, epsilon=eps, delta=delta)
+            return _unchecked(PureDP, shown="up", epsilon=eps)
+        return _unchecked(ApproxDP, shown="up", epsilon=eps, delta=delta)
 
     @property
     def remaining(self) -> Guarantee:
-        """Budget minus spent, component by component (floored at zero)."""
+        """Budget minus spent, component by component (floored at zero).
+
+        Like :attr:`spent`, its repr is rounded to a short decimal, down here (never showing more
+        than is left); the fields hold the exact values.
+        """
         eps, delta, rho = self._remaining_of(self.spent)
         b = self._budget
         if isinstance(b, ZCDP):
-            return _unchecked(ZCDP, rho=rho)
+            return _unchecked(ZCDP, shown="down", rho=rho)
         if isinstance(b, PureDP):
-            return _unchecked(PureDP, epsilon=eps)
-        return _unchecked(ApproxDP, epsilon=eps, delta=delta)
+            return _unchecked(PureDP, shown="down", epsilon=eps)
+        return _unchecked(ApproxDP, shown="down", epsilon=eps, delta=delta)
 
     def _remaining_of(self, spent: Guarantee) -> tuple[float, float, float]:
         b = self._budget
@@ -237,6 +250,8 @@ class Accountant:
                     f"{type(leaf).__name__} has no zCDP bound ({leaf!r}); use an ApproxDP budget "
                     "with method='basic'."
                 )
+            if not math.isfinite(r):
+                raise _InfiniteCost
             total += count * Fraction(r)
         return total
 
@@ -246,11 +261,19 @@ class Accountant:
             pe = pure_epsilon(leaf)
             if pe is None:
                 return None
+            if not math.isfinite(pe):
+                raise _InfiniteCost
             total += count * Fraction(pe)
         return total
 
     def _plan(self, event: Event, hint: float | None) -> _Plan | None:
         """The state after paying ``event`` and its cost, or None if it does not fit."""
+        try:
+            return self._plan_finite(event, hint)
+        except _InfiniteCost:  # e.g. Laplace of scale 5e-324: ε = inf fits no budget
+            return None
+
+    def _plan_finite(self, event: Event, hint: float | None) -> _Plan | None:
         if not isinstance(event, Event):
             raise PrivacyParameterError(f"charge needs an Event, got {type(event).__name__}.")
         s = self._state
@@ -270,9 +293,11 @@ class Accountant:
             cand = _State(s.eps + Fraction(event.epsilon), s.delta + ed, s.rho)
             return self._if_fits(event, cand, Fraction(event.epsilon), float(ed), 0)
         rest = self._budget.delta - float(s.delta)  # type: ignore[union-attr]
+        tried: set[float] = set()
         for d in (hint, self._event_delta, rest):
-            if d is None or not 0 < d <= rest * (1 + _SLACK):
-                continue
+            if d is None or not 0 < d <= rest * (1 + _SLACK) or min(d, rest) in tried:
+                continue  # (the same δ twice would only repeat a possibly costly composition)
+            tried.add(min(d, rest))
             eps = epsilon_of(event, delta=min(d, rest))
             if not math.isfinite(eps):
                 continue
@@ -347,6 +372,8 @@ class Accountant:
             pure = self._pure_cost(event)
         except PrivacyParameterError:
             return name
+        except _InfiniteCost:
+            return f"{name}, infinite cost"
         return f"{name}, epsilon={float(pure):.6g}" if pure is not None else name
 
     def _remaining_unlocked(self) -> tuple[float, float, float]:

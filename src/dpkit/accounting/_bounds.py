@@ -78,7 +78,8 @@ def zcdp_rho(event: Event) -> float | None:
     """ρ such that ``event`` is ρ-zCDP, or None."""
     if isinstance(event, GaussianEvent | DiscreteGaussianEvent):
         # Bun & Steinke (2016) Prop. 1.6; Canonne, Kamath & Steinke (2020) Thm 4 (discrete).
-        return _up(event.sensitivity**2 / (2 * event.sigma**2))
+        ratio = event.sensitivity / event.sigma
+        return math.inf if ratio > 1e150 else _up(ratio * ratio / 2)  # (ratio² would overflow)
     if isinstance(event, ZCDPEvent):
         return event.rho
     if isinstance(event, ExponentialEvent):

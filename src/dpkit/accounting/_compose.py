@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 from scipy import special
@@ -16,9 +17,32 @@ from dpkit.accounting._guarantees import zcdp_delta, zcdp_epsilon
 from dpkit.accounting._pld import pld_compose
 from dpkit.accounting._pld_pairs import Unsupported
 from dpkit.accounting._rdp import rdp_curve, rdp_delta, rdp_epsilon
-from dpkit.errors import PrivacyParameterError
+from dpkit.errors import DPKitError, PrivacyParameterError
 
 __all__ = ["Composition", "compose", "delta_of", "epsilon_of"]
+
+_NUMERIC_FAILURES = (ArithmeticError, ValueError)
+"""What a method's numerics may raise at extreme parameters (σ = 1e-300, δ = 1 − 2⁻⁵³, k·ε past
+the float range): SciPy root finders, ``math`` domain errors, and NumPy floating-point errors,
+which are raised (not warned) inside :func:`_guarded`."""
+
+
+def _guarded(fn: Callable[[], float], fallback: float) -> float:
+    """``fn()``, or the safe-side ``fallback`` (ε = ∞, δ = 1) when its numerics fail.
+
+    A method that overflows or meets a domain error has proved nothing, so it answers with the
+    vacuous bound and ``"auto"`` takes another method's; NaN is treated the same way. Overflow
+    is made an error rather than a silent ``inf`` so that it can never clamp a result from below.
+    """
+    try:
+        with np.errstate(over="raise", divide="raise", invalid="raise"):
+            value = float(fn())
+    except DPKitError:
+        raise
+    except _NUMERIC_FAILURES:
+        return fallback
+    return fallback if math.isnan(value) else value
+
 
 METHODS = ("auto", "pld", "rdp", "zcdp", "basic", "optimal")
 Groups = list[tuple[Event, int]]
@@ -209,12 +233,12 @@ class Composition:
     def epsilon(self, delta: float = 0.0) -> float:
         """Smallest ε such that the composition is (ε, ``delta``)-DP (never underestimated)."""
         d = check_delta(delta)
-        return min(m.epsilon(d) for m in self.methods.values())
+        return min(_guarded(partial(m.epsilon, d), math.inf) for m in self.methods.values())
 
     def delta(self, epsilon: float) -> float:
         """Smallest δ such that the composition is (``epsilon``, δ)-DP (never underestimated)."""
         e = check_positive(epsilon, "epsilon", allow_zero=True)
-        return min(m.delta(e) for m in self.methods.values())
+        return min(_guarded(partial(m.delta, e), 1.0) for m in self.methods.values())
 
 
 def compose(
@@ -254,9 +278,14 @@ def compose(
     reasons = []
     for name in names:
         try:
-            built[name] = _BUILDERS[name](groups, h)
+            with np.errstate(over="raise", divide="raise", invalid="raise"):
+                built[name] = _BUILDERS[name](groups, h)
         except Unsupported as exc:
             reasons.append(f"{name}: {exc}")
+        except DPKitError:
+            raise
+        except _NUMERIC_FAILURES:
+            reasons.append(f"{name}: the parameters are outside its numerical range")
     if not built:
         raise PrivacyParameterError(
             f"method {method!r} cannot account for these events ({'; '.join(reasons)}); "
@@ -291,8 +320,8 @@ def epsilon_of(
         return math.nextafter(total, math.inf)
     single = _single(events)
     if single is not None and method == "auto":
-        exact = _single_epsilon(single, d)
-        if exact is not None:
+        exact = _guarded(lambda: _nan_if_none(_single_epsilon(single, d)), math.nan)
+        if not math.isnan(exact):  # NaN: no exact curve, or its numerics failed
             return exact
     return compose(events, method=method).epsilon(d)
 
@@ -314,9 +343,11 @@ def delta_of(events: Event | Iterable[Event], *, epsilon: float, method: str = "
         from dpkit.accounting._gaussian import gaussian_delta
 
         if isinstance(single, GaussianEvent):
-            return gaussian_delta(e, single.sensitivity / single.sigma)
+            g = single
+            return _guarded(lambda: gaussian_delta(e, g.sensitivity / g.sigma), 1.0)
         if isinstance(single, DiscreteGaussianEvent) and is_scalar_integer(single):
-            return discrete_gaussian_delta(e, single.sigma, int(single.sensitivity))
+            dg = single
+            return _guarded(lambda: discrete_gaussian_delta(e, dg.sigma, int(dg.sensitivity)), 1.0)
         pe = pure_epsilon(single)
         if pe is not None and pe <= e:
             return 0.0
@@ -328,6 +359,10 @@ def _single(events: Event | Iterable[Event]) -> Event | None:
     if len(groups) == 1 and groups[0][1] == 1:
         return groups[0][0]
     return None
+
+
+def _nan_if_none(value: float | None) -> float:
+    return math.nan if value is None else value
 
 
 def _single_epsilon(event: Event, delta: float) -> float | None:

@@ -24,6 +24,8 @@ __all__ = ["gaussian_delta", "gaussian_epsilon", "gaussian_sigma"]
 
 def _log_delta(epsilon: float, mu: float) -> float:
     """log δ(ε) for the Gaussian mechanism with Δ/σ = μ, computed without cancellation."""
+    if mu == 0.0:  # σ infinitely larger than Δ: the two output distributions are equal
+        return -math.inf
     a = mu / 2.0 - epsilon / mu
     b = -mu / 2.0 - epsilon / mu
     log1 = float(special.log_ndtr(a))
@@ -62,6 +64,8 @@ def gaussian_epsilon(delta: float, mu: float) -> float:
     if _log_delta(0.0, mu) <= log_target:
         return 0.0
     lo, hi = 0.0, max(1.0, mu * mu)
+    if not math.isfinite(hi):  # σ ≈ 1e-300: ε ≈ μ²/2 is beyond the float range
+        return math.inf
     while _log_delta(hi, mu) > log_target:
         lo, hi = hi, hi * 2.0
         if hi > 1e12:
@@ -134,7 +138,14 @@ def gaussian_sigma(
     )
     while _log_delta(eps, mu) > log_target:
         mu = math.nextafter(mu, 0.0) * (1 - 1e-15)
-    sigma = sens / mu
+    sigma = sens / mu if mu > 0 else math.inf
+    # σ below the smallest float (a subnormal Δ) is rounded up to it: more noise, still valid.
+    sigma = max(sigma, math.ulp(0.0))
+    if not math.isfinite(sigma):
+        raise PrivacyParameterError(
+            "the sigma for this epsilon, delta and sensitivity is beyond the float range; use a "
+            "larger epsilon or a smaller sensitivity."
+        )
     while _log_delta(eps, sens / sigma) > log_target:
         sigma = math.nextafter(sigma, math.inf)
     return sigma

@@ -7,9 +7,10 @@ return is implied by the one they start from.
 
 from __future__ import annotations
 
+import decimal
 import enum
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
 import numpy as np
@@ -51,25 +52,81 @@ class Neighbouring(enum.Enum):
 _G = TypeVar("_G", bound="Guarantee")
 
 
-def _unchecked(cls: type[_G], **fields: float) -> _G:
-    """Build a guarantee without validation: used for zero spends and exhausted remainders."""
+def _unchecked(cls: type[_G], *, shown: str | None = None, **values: float) -> _G:
+    """Build a guarantee without validation: used for zero spends and exhausted remainders.
+
+    ``shown="up"`` (an amount spent) or ``"down"`` (an amount remaining) makes its repr round
+    each value in the safe direction to a short decimal; the fields keep the exact floats.
+    """
     obj = object.__new__(cls)
-    for key, value in fields.items():
+    for key, value in values.items():
         object.__setattr__(obj, key, float(value))
+    if shown is not None:
+        object.__setattr__(obj, "_shown", shown)
     return obj
 
 
+_SHOWN_TOLERANCE = 1e-9
+"""Relative distance a displayed value may be from the exact one, on the safe side."""
+
+_SHOWN_SLACK = 1e-12
+"""Relative distance it may be on the unsafe side: the accountant's own comparison slack."""
+
+
+def shown(value: float, direction: str) -> str:
+    """The shortest decimal within a relative 1e-9 of ``value`` that does not pass it in the
+    unsafe direction (``"up"``: not below it; ``"down"``: not above it), as a float repr.
+
+    The accounting keeps safe-side margins of ~1e-12 (a spend may read 0.7499999999993179);
+    shown raw they look like errors. Values the accountant itself treats as equal (within its
+    relative slack of 1e-12) count as not passing, so 0.30000000000000004 shows as 0.3.
+
+    >>> shown(0.7499999999993179, "up"), shown(0.2500000000006821, "down"), shown(0.1, "up")
+    ('0.75', '0.25', '0.1')
+    >>> shown(0.7499, "up"), shown(0.7499, "down"), shown(0.30000000000000004, "up")
+    ('0.7499', '0.7499', '0.3')
+    >>> shown(0.74990000001, "up")   # 0.7499 would be below it by more than the slack
+    '0.7499000001'
+    """
+    if not math.isfinite(value) or value == 0.0:
+        return repr(value)
+    exact = decimal.Decimal(value)
+    directed = decimal.ROUND_CEILING if direction == "up" else decimal.ROUND_FLOOR
+    for digits in range(1, 18):
+        for mode in (decimal.ROUND_HALF_EVEN, directed):
+            candidate = float(decimal.Context(prec=digits, rounding=mode).plus(exact))
+            if direction == "up":
+                safe = candidate >= value * (1.0 - _SHOWN_SLACK)
+            else:
+                safe = candidate <= value * (1.0 + _SHOWN_SLACK)
+            if safe and abs(candidate - value) <= _SHOWN_TOLERANCE * abs(value):
+                return repr(candidate)
+    return repr(value)  # pragma: no cover - 17 digits always give the value itself
+
+
 class Guarantee:
-    """Base class of :class:`PureDP`, :class:`ApproxDP` and :class:`ZCDP`."""
+    """Base class of :class:`PureDP`, :class:`ApproxDP` and :class:`ZCDP`.
+
+    An accountant's ``spent`` (``remaining``) shows its values rounded up (down) to a short
+    decimal in its repr; the fields (``.epsilon``, ``.delta``, ``.rho``) hold the exact floats.
+    """
 
     __slots__ = ()
+
+    def __repr__(self) -> str:
+        direction = self.__dict__.get("_shown")
+        parts = []
+        for f in fields(self):  # type: ignore[arg-type]
+            v = getattr(self, f.name)
+            parts.append(f"{f.name}={repr(v) if direction is None else shown(v, direction)}")
+        return f"{type(self).__name__}({', '.join(parts)})"
 
     def implies(self, other: Guarantee) -> bool:
         """True when this guarantee is at least as strong as ``other`` (a sufficient check)."""
         raise NotImplementedError
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, repr=False)
 class PureDP(Guarantee):
     """Pure ε-differential privacy: P[M(D) ∈ S] ≤ e^ε P[M(D') ∈ S] for all neighbours D, D'.
 
@@ -110,7 +167,7 @@ class PureDP(Guarantee):
         raise TypeError(f"cannot compare a guarantee with {type(other).__name__}.")
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, repr=False)
 class ApproxDP(Guarantee):
     """Approximate (ε, δ)-differential privacy: P[M(D) ∈ S] ≤ e^ε P[M(D') ∈ S] + δ.
 
@@ -150,7 +207,7 @@ class ApproxDP(Guarantee):
         raise TypeError(f"cannot compare a guarantee with {type(other).__name__}.")
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, repr=False)
 class ZCDP(Guarantee):
     """ρ-zero-concentrated differential privacy: D_α(M(D) ‖ M(D')) ≤ ρα for every α > 1.
 
@@ -183,7 +240,10 @@ class ZCDP(Guarantee):
         2016, Proposition 1.3).
         """
         d = check_delta(delta, allow_zero=False)
-        return ApproxDP(epsilon=zcdp_epsilon(self.rho, d, method=method), delta=d)
+        # ε = 0 is a valid answer (tiny ρ, or δ next to 1) that ApproxDP cannot hold; the
+        # smallest positive float is implied by it.
+        eps = max(zcdp_epsilon(self.rho, d, method=method), math.ulp(0.0))
+        return ApproxDP(epsilon=eps, delta=d)
 
     def implies(self, other: Guarantee) -> bool:
         if isinstance(other, ZCDP):
@@ -217,6 +277,8 @@ def zcdp_epsilon(rho: float, delta: float, *, method: str = "cks") -> float:
         raise PrivacyParameterError(f"method must be 'cks' or 'bun_steinke', got {method!r}.")
     if delta <= 0:
         return math.inf
+    if rho <= 0:
+        return 0.0
     log_delta = math.log(delta)
     bs = rho + 2.0 * math.sqrt(rho * -log_delta)
     if method == "bun_steinke":
@@ -224,15 +286,23 @@ def zcdp_epsilon(rho: float, delta: float, *, method: str = "cks") -> float:
 
     def objective(t: float) -> float:
         alpha = 1.0 + math.exp(t)
+        if alpha == 1.0 or not math.isfinite(alpha):  # every α > 1 is valid; these are not
+            return math.inf
         return _rdp_to_epsilon(alpha * rho, alpha, log_delta)
 
-    # The optimum α is about 1 + sqrt(log(1/δ)/ρ); search log(α - 1) around it.
-    guess = math.log(math.sqrt(-log_delta / rho) + 1e-12)
+    # The optimum α is about 1 + sqrt(log(1/δ)/ρ); search log(α - 1) around it. The guess is
+    # kept within the float range (ρ = 1e-300 or δ = 1 − 2⁻⁵³ put it past it), and the objective
+    # is infinite where α itself is not representable.
+    guess = _clamp(math.log(math.sqrt(-log_delta / rho) + 1e-12), 600.0)
     res = optimize.minimize_scalar(
         objective, bounds=(guess - 20.0, guess + 20.0), method="bounded", options={"xatol": 1e-10}
     )
     best = min(objective(float(res.x)), objective(guess), bs)
     return max(best, 0.0)
+
+
+def _clamp(x: float, limit: float) -> float:
+    return min(max(x, -limit), limit)
 
 
 def zcdp_delta(rho: float, epsilon: float) -> float:
@@ -248,14 +318,32 @@ def zcdp_delta(rho: float, epsilon: float) -> float:
 
     def log_delta(t: float) -> float:
         alpha = 1.0 + math.exp(t)
-        return (alpha - 1.0) * (alpha * rho - epsilon + math.log1p(-1.0 / alpha)) - math.log(alpha)
+        if alpha == 1.0 or not math.isfinite(alpha):
+            return math.inf
+        value = (alpha - 1.0) * (alpha * rho - epsilon + math.log1p(-1.0 / alpha)) - math.log(alpha)
+        return math.inf if math.isnan(value) else value
 
-    guess = math.log(max((epsilon + rho) / (2 * rho), 1e-6))
+    if rho <= 0:
+        return 0.0
+    guess = _clamp(math.log(max((epsilon + rho) / (2 * rho), 1e-6)), 600.0)
     res = optimize.minimize_scalar(
         log_delta, bounds=(guess - 20.0, guess + 20.0), method="bounded", options={"xatol": 1e-10}
     )
     best = min(log_delta(float(res.x)), log_delta(guess))
-    return float(min(1.0, np.exp(best)))
+    return 1.0 if best >= 0.0 else math.exp(best)
+
+
+def _group_scale(factor: int, value: float, name: str) -> float:
+    try:
+        out = factor * value
+    except OverflowError:  # an int factor past the float range
+        out = math.inf
+    if not math.isfinite(out):
+        raise PrivacyParameterError(
+            f"group privacy for this group size makes {name} infinite, which promises nothing; "
+            "use a smaller group."
+        )
+    return out
 
 
 def group_privacy(guarantee: Any, k: int) -> Guarantee:
@@ -276,17 +364,20 @@ def group_privacy(guarantee: Any, k: int) -> Guarantee:
         raise PrivacyParameterError(f"group size k must be a positive integer, got {k!r}.")
     k = int(k)
     if isinstance(guarantee, PureDP):
-        return PureDP(epsilon=k * guarantee.epsilon)
+        return PureDP(epsilon=_group_scale(k, guarantee.epsilon, "epsilon"))
     if isinstance(guarantee, ApproxDP):
-        delta = k * math.exp((k - 1) * guarantee.epsilon) * guarantee.delta
-        if delta >= 1:
+        eps_k = _group_scale(k, guarantee.epsilon, "epsilon")
+        # log of k e^{(k-1)ε} δ: e^{(k-1)ε} alone overflows long before the product passes 1.
+        log_delta = math.log(k) + (k - 1) * guarantee.epsilon + math.log(guarantee.delta or 1.0)
+        if guarantee.delta > 0 and log_delta >= 0:
             raise PrivacyParameterError(
-                f"group privacy for k={k} gives delta={delta:.3g} >= 1, which promises nothing; "
-                "use a smaller group, a smaller epsilon or a much smaller delta."
+                f"group privacy for k={k} gives delta >= 1, which promises nothing; use a smaller "
+                "group, a smaller epsilon or a much smaller delta."
             )
-        return ApproxDP(epsilon=k * guarantee.epsilon, delta=delta)
+        delta = math.exp(log_delta) if guarantee.delta > 0 else 0.0
+        return ApproxDP(epsilon=eps_k, delta=delta)
     if isinstance(guarantee, ZCDP):
-        return ZCDP(rho=k * k * guarantee.rho)
+        return ZCDP(rho=_group_scale(k * k, guarantee.rho, "rho"))
     raise PrivacyParameterError(
         f"group_privacy needs a PureDP, ApproxDP or ZCDP guarantee, got {type(guarantee).__name__}."
     )

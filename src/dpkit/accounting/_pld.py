@@ -86,7 +86,9 @@ def _delta(pmf: Pmf, h: float, epsilon: float) -> float:
     loss = (pmf.offset + np.arange(pmf.probs.size)) * h
     m = loss > epsilon
     val = pmf.inf + float(np.sum(pmf.probs[m] * -np.expm1(epsilon - loss[m])))
-    return min(1.0, val)
+    # The float sum can land an ulp below the exact δ of the discretised (pessimistic) PLD, as
+    # for a single Laplace at ε = 0.3; round up by more than its error, as ε is rounded up.
+    return min(1.0, math.nextafter(val, math.inf) * (1.0 + 1e-12))
 
 
 def _epsilon(pmf: Pmf, h: float, delta: float) -> float:
@@ -98,22 +100,29 @@ def _epsilon(pmf: Pmf, h: float, delta: float) -> float:
     if lp.size == 0:
         return 0.0
     # Suffix sums A_j = inf + Σ_{i≥j} p_i, B_j = Σ_{i≥j} p_i e^{-ε_i}; δ(ε) = A_j - e^ε B_j on
-    # [ε_{j-1}, ε_j].
+    # [ε_{j-1}, ε_j]. B_j is kept as its logarithm: e^{-ε_i} underflows and e^{ε_j} overflows
+    # once losses pass ~709, which used to clamp ε there (an underestimate). e^{ε_j} B_{j+1}
+    # = exp(ε_j + log B_{j+1}) ≤ Σ p_i ≤ 1 never overflows.
     a = pmf.inf + np.cumsum(pp[::-1])[::-1]
-    b = np.cumsum((pp * np.exp(-lp))[::-1])[::-1]
-    at_grid = np.append(a[1:], pmf.inf) - np.exp(lp) * np.append(b[1:], 0.0)  # δ(ε_j)
-    if a[0] - b[0] <= delta:
+    with np.errstate(divide="ignore"):
+        log_terms = np.log(pp) - lp
+    log_b = np.logaddexp.accumulate(log_terms[::-1])[::-1]
+    next_log_b = np.append(log_b[1:], -np.inf)
+    at_grid = np.append(a[1:], pmf.inf) - np.exp(lp + next_log_b)  # δ(ε_j)
+    if a[0] - math.exp(float(log_b[0])) <= delta:
         return 0.0
     j = int(np.argmax(at_grid <= delta))
     if not at_grid[j] <= delta:  # pragma: no cover - at_grid[-1] = inf mass ≤ δ
         return math.inf
-    if b[j] <= 0 or a[j] <= delta:
+    if log_b[j] == -np.inf or a[j] <= delta:
         eps = float(lp[j])
     else:
-        eps = math.log((a[j] - delta) / b[j])
+        eps = math.log(a[j] - delta) - float(log_b[j])
         lo_edge = float(lp[j - 1]) if j > 0 else 0.0
         eps = min(max(eps, lo_edge), float(lp[j]))
     eps = math.nextafter(eps, math.inf) + 1e-12 * abs(eps)
+    if not math.isfinite(eps):  # pragma: no cover - defensive: never report a NaN as a bound
+        return math.inf
     return max(eps, 0.0)
 
 

@@ -9,7 +9,8 @@ claimed ε, the implementation is wrong.
 
 * :func:`epsilon_lower_bound` audits any callable; :func:`epsilon_from_counts` is the bound from
   error counts alone; :func:`clopper_pearson` the exact interval.
-* Regions (:class:`Above`, :class:`Below`, :class:`InSet`, :class:`OnLattice`, …) describe tests.
+* Regions (:class:`Above`, :class:`Below`, :class:`Interval`, :class:`InBins`, :class:`InSet`,
+  :class:`OnLattice`, :class:`Residue`, …) describe tests.
 """
 
 from __future__ import annotations
@@ -20,12 +21,15 @@ from dpkit.audit._regions import (
     Above,
     Below,
     Coordinate,
+    InBins,
     InSet,
+    Interval,
     LinearScore,
     OffLattice,
     OnLattice,
     Predicate,
     Region,
+    Residue,
     RowsIn,
 )
 from dpkit.audit._result import AuditResult, epsilon_from_counts
@@ -35,12 +39,15 @@ __all__ = [
     "AuditResult",
     "Below",
     "Coordinate",
+    "InBins",
     "InSet",
+    "Interval",
     "LinearScore",
     "OffLattice",
     "OnLattice",
     "Predicate",
     "Region",
+    "Residue",
     "RowsIn",
     "clopper_pearson",
     "epsilon_from_counts",

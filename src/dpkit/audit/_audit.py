@@ -17,12 +17,15 @@ from dpkit.audit._regions import (
     Above,
     Below,
     Coordinate,
+    InBins,
     InSet,
+    Interval,
     LinearScore,
     OffLattice,
     OnLattice,
     Predicate,
     Region,
+    Residue,
     RowsIn,
 )
 from dpkit.audit._result import AuditResult, epsilon_from_counts
@@ -45,6 +48,9 @@ _KNOWN_REGIONS = (
     OffLattice,
     LinearScore,
     Predicate,
+    Interval,
+    InBins,
+    Residue,
 )
 
 

@@ -4,11 +4,16 @@ The claimed ε of each case is read from the mechanism's accounting event
 (:func:`dpkit.accounting.epsilon_of`), never restated here, so an error in a mechanism's
 calibration *or* in its privacy map is what the audit would catch.
 
-Additive-noise mechanisms are run in batch by releasing a vector of ``n`` copies of the query
-answer through the same class built with ``shape=(n,)``: the noise on each coordinate has the
-distribution of the scalar release (the rounding allowance grows by ``n · 2^grid``, a relative
-``n · 2^-40`` of the scale, far below what an audit can see). Selection mechanisms and the sparse
-vector are run one call at a time, through their public methods.
+The Laplace and geometric mechanisms are run in batch by releasing a vector of ``n`` copies of
+the query answer through the same class built with ``shape=(n,)``: their noise on each coordinate
+has the distribution of the scalar release (the rounding allowance grows by ``n · 2^grid``, a
+relative ``n · 2^-40`` of the scale, far below what an audit can see). The Gaussian mechanisms
+calibrate differently by shape (a scalar by its exact privacy curve, a vector by zCDP, with
+larger σ), so each path is audited on its own with its own claim: the scalar mechanism's σ and
+grid drive the noise function its ``release`` calls (:func:`dpkit.noise.gaussian`,
+:func:`dpkit.noise.discrete_gaussian`), applied to ``n`` independent copies at once, and a
+two-coordinate mechanism is audited on vectors differing by one unit of ℓ2 sensitivity. Selection
+mechanisms and the sparse vector are run one call at a time, through their public methods.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from dpkit.mechanisms import (
     ReportNoisyMax,
     SparseVector,
 )
+from dpkit.noise import discrete_gaussian, gaussian
 
 __all__ = ["builtin_cases", "mechanism_cases"]
 
@@ -53,15 +59,27 @@ def _laplace(eps: float, delta: float) -> AuditCase:
 
 
 def _gaussian(eps: float, delta: float) -> AuditCase:
-    m0 = Gaussian(epsilon=eps, delta=delta, sensitivity=1.0)
+    m0 = Gaussian(epsilon=eps, delta=delta, sensitivity=1.0)  # scalar: exact-curve calibration
     claim = epsilon_of(m0.event, delta=delta)
 
     def mech(d: float, n: int, rng: np.random.Generator) -> Array:
-        m = Gaussian(epsilon=eps, delta=delta, sensitivity=1.0, shape=(n,))
-        return np.asarray(m.release(np.full(n, d), rng=rng))
+        # what m0.release(d) computes, for n independent releases in one call
+        return np.asarray(gaussian(np.full(n, d), m0.sigma, grid=m0.grid, rng=rng))
 
     return AuditCase("Gaussian", mech, 0.0, 1.0, claimed_epsilon=claim, delta=delta,
-                     description="value 0 vs 1, ℓ2 sensitivity 1")  # fmt: skip
+                     description="scalar, value 0 vs 1, ℓ2 sensitivity 1")  # fmt: skip
+
+
+def _gaussian_vector(eps: float, delta: float) -> AuditCase:
+    m0 = Gaussian(epsilon=eps, delta=delta, sensitivity=1.0, shape=(2,))  # zCDP calibration
+    claim = epsilon_of(m0.event, delta=delta)
+
+    def mech(d: Array, n: int, rng: np.random.Generator) -> Array:
+        return np.asarray(gaussian(np.tile(d, (n, 1)), m0.sigma, grid=m0.grid, rng=rng))
+
+    return AuditCase("Gaussian (vector)", mech, np.zeros(2), np.array([1.0, 0.0]),
+                     claimed_epsilon=claim, delta=delta,
+                     description="shape (2,), (0, 0) vs (1, 0), ℓ2 sensitivity 1")  # fmt: skip
 
 
 def _geometric(eps: float, delta: float) -> AuditCase:
@@ -76,15 +94,28 @@ def _geometric(eps: float, delta: float) -> AuditCase:
 
 
 def _discrete_gaussian(eps: float, delta: float) -> AuditCase:
-    m0 = DiscreteGaussian(epsilon=eps, delta=delta, sensitivity=1.0)
+    m0 = DiscreteGaussian(epsilon=eps, delta=delta, sensitivity=1.0)  # scalar: exact curve
     claim = epsilon_of(m0.event, delta=delta)
 
     def mech(d: int, n: int, rng: np.random.Generator) -> Array:
-        m = DiscreteGaussian(epsilon=eps, delta=delta, sensitivity=1.0, shape=(n,))
-        return np.asarray(m.release(np.full(n, d, dtype=np.int64), rng=rng))
+        # what m0.release(d) computes, for n independent releases in one call
+        return d + np.asarray(discrete_gaussian(m0.sigma, n, rng=rng), dtype=np.int64)
 
     return AuditCase("DiscreteGaussian", mech, 0, 1, claimed_epsilon=claim, delta=delta,
-                     description="count 0 vs 1")  # fmt: skip
+                     description="scalar, count 0 vs 1")  # fmt: skip
+
+
+def _discrete_gaussian_vector(eps: float, delta: float) -> AuditCase:
+    m0 = DiscreteGaussian(epsilon=eps, delta=delta, sensitivity=1.0, shape=(2,))
+    claim = epsilon_of(m0.event, delta=delta)
+
+    def mech(d: Array, n: int, rng: np.random.Generator) -> Array:
+        noise = np.asarray(discrete_gaussian(m0.sigma, (n, 2), rng=rng), dtype=np.int64)
+        return np.asarray(d, dtype=np.int64) + noise
+
+    return AuditCase("DiscreteGaussian (vector)", mech, np.zeros(2, dtype=np.int64),
+                     np.array([1, 0], dtype=np.int64), claimed_epsilon=claim, delta=delta,
+                     description="shape (2,), counts (0, 0) vs (1, 0)")  # fmt: skip
 
 
 def _randomized_response(categories: int) -> Factory:
@@ -143,6 +174,8 @@ _MECHANISMS: list[Factory] = [
     _gaussian,
     _geometric,
     _discrete_gaussian,
+    _gaussian_vector,
+    _discrete_gaussian_vector,
     _randomized_response(2),
     _randomized_response(4),
     _selection(Exponential, "Exponential", 0.4),

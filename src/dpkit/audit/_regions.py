@@ -22,12 +22,15 @@ __all__ = [
     "Above",
     "Below",
     "Coordinate",
+    "InBins",
     "InSet",
+    "Interval",
     "LinearScore",
     "OffLattice",
     "OnLattice",
     "Predicate",
     "Region",
+    "Residue",
     "RowsIn",
 ]
 
@@ -237,3 +240,99 @@ class Predicate:
 
     def __str__(self) -> str:
         return self.name
+
+
+@dataclass(frozen=True)
+class Interval:
+    """Scalar outputs in the closed interval ``[low, high]`` (``inside=False``: outside it).
+
+    A bounded interval catches a mechanism that never (or rarely) outputs values in some window
+    on one input — a hole in the middle of the distribution, invisible to one-sided thresholds.
+
+    >>> Interval(0.8, 1.2)(np.array([0.5, 1.0, 1.2, 2.0]))
+    array([False,  True,  True, False])
+    >>> Interval(0.8, 1.2, inside=False)(np.array([0.5, 1.0]))
+    array([ True, False])
+    """
+
+    low: float
+    high: float
+    inside: bool = True
+
+    def __call__(self, outputs: npt.NDArray[Any], /) -> BoolArray:
+        x = _scalars(outputs)
+        mask = np.asarray((x >= self.low) & (x <= self.high), dtype=np.bool_)
+        return mask if self.inside else ~mask
+
+    def __str__(self) -> str:
+        op = "in" if self.inside else "not in"
+        return f"output {op} [{self.low:.6g}, {self.high:.6g}]"
+
+
+@dataclass(frozen=True)
+class InBins:
+    """Scalar outputs falling in one of the chosen ``bins`` of a histogram with ``edges``.
+
+    Bin ``i`` is ``[edges[i], edges[i+1])``; values below ``edges[0]`` or at/above ``edges[-1]``
+    are in no bin. With bins ranked by their estimated likelihood ratio this approximates the
+    Neyman–Pearson test for a continuous output (the most powerful test at each level).
+
+    >>> InBins(edges=(0.0, 1.0, 2.0, 3.0), bins=(0, 2))(np.array([0.5, 1.5, 2.5, 3.0]))
+    array([ True, False,  True, False])
+    """
+
+    edges: tuple[float, ...]
+    bins: tuple[int, ...]
+
+    def __call__(self, outputs: npt.NDArray[Any], /) -> BoolArray:
+        x = np.asarray(_scalars(outputs), dtype=np.float64)
+        idx = np.searchsorted(np.asarray(self.edges), x, side="right") - 1
+        chosen = np.zeros(len(self.edges), dtype=np.bool_)
+        chosen[list(self.bins)] = True
+        ok = (idx >= 0) & (idx < len(self.edges) - 1)
+        return np.asarray(ok & chosen[np.clip(idx, 0, len(self.edges) - 1)], dtype=np.bool_)
+
+    def __str__(self) -> str:
+        return f"output in {len(self.bins)} of {len(self.edges) - 1} likelihood-ranked bins"
+
+
+@dataclass(frozen=True)
+class Residue:
+    """Integer-valued outputs whose remainder modulo ``modulus`` is one of ``residues``.
+
+    Catches a leak in the low-order structure of integer outputs (e.g. an output's parity that
+    depends on the input), the integer counterpart of :class:`OnLattice`. Non-integral or
+    non-finite outputs are in no residue class.
+
+    >>> Residue(2, (1,))(np.array([3, 4, -1, 2.5]))
+    array([ True, False,  True, False])
+    """
+
+    modulus: int
+    residues: tuple[int, ...]
+
+    def __call__(self, outputs: npt.NDArray[Any], /) -> BoolArray:
+        return _residue_mask(_scalars(outputs), self.modulus, self.residues)
+
+    def __str__(self) -> str:
+        shown = ", ".join(str(r) for r in self.residues[:4])
+        more = ", …" if len(self.residues) > 4 else ""
+        return f"output mod {self.modulus} in {{{shown}{more}}}"
+
+
+def residues_of(values: npt.NDArray[Any], modulus: int) -> npt.NDArray[np.int64]:
+    """``values mod modulus`` for integral values, ``-1`` for the rest (floats, NaN, inf)."""
+    x = np.asarray(values)
+    if x.dtype.kind in "iub":
+        return np.asarray(np.mod(x.astype(np.int64), modulus), dtype=np.int64)
+    f = np.asarray(x, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        integral = np.isfinite(f) & (np.floor(f) == f) & (np.abs(f) < 2.0**62)
+    out = np.full(f.shape, -1, dtype=np.int64)
+    out[integral] = np.mod(f[integral].astype(np.int64), modulus)
+    return out
+
+
+def _residue_mask(values: npt.NDArray[Any], modulus: int, residues: tuple[int, ...]) -> BoolArray:
+    r = residues_of(values, modulus)
+    return np.asarray(np.isin(r, np.asarray(residues, dtype=np.int64)), dtype=np.bool_)

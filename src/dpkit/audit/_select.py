@@ -6,8 +6,12 @@ costs no confidence (the selection/evaluation split of Jagielski et al. 2020 and
 Candidates, by kind of output:
 
 * scalar: thresholds on both tails (``>= t`` and ``<= t``) at every value when there are few, else
-  at ranks spaced geometrically towards both ends (ε is found in the tails); sets of the most
-  frequent values (atoms); the float lattice features of Mironov (2012);
+  at ranks spaced geometrically towards both ends (ε is found in the tails); bounded intervals
+  (and their complements) between pooled quantiles, which find a window one input never reaches;
+  unions of histogram bins ranked by their estimated likelihood ratio (the Neyman–Pearson family,
+  binned); sets of the most frequent values (atoms); the float lattice features of Mironov (2012);
+  for integer outputs, residue classes modulo small integers ranked by likelihood ratio (a parity
+  or other low-order leak);
 * discrete (few distinct outputs, scalar or vector): sets of outputs ranked by their estimated
   likelihood ratio — the Neyman–Pearson family;
 * continuous vectors: a logistic-regression score (fitted with NumPy by Newton's method) and
@@ -27,12 +31,16 @@ from dpkit.audit._regions import (
     Above,
     Below,
     Coordinate,
+    InBins,
     InSet,
+    Interval,
     LinearScore,
     OffLattice,
     OnLattice,
     Region,
+    Residue,
     RowsIn,
+    residues_of,
 )
 from dpkit.audit._result import epsilon_from_rates
 
@@ -56,6 +64,15 @@ MAX_COORDINATES = 64
 
 LATTICE_EXPONENTS = range(-64, 9)
 """Powers of two tried by the low-order-bit (lattice) regions."""
+
+INTERVAL_POINTS = 64
+"""Pooled quantiles used as interval end points (all pairs are tried: 2016 intervals)."""
+
+LR_BINS = 32
+"""Bins (at pooled quantiles) of the likelihood-ratio-ranked regions."""
+
+MODULI = (*range(2, 17), 32, 64, 128, 256)
+"""Moduli tried by the residue regions on integer outputs."""
 
 Array = npt.NDArray[Any]
 
@@ -104,6 +121,11 @@ def _scalar(y0: Array, y1: Array, scorer: _Scorer) -> None:
     tl = [float(t) for t in ts]
     scorer.add([Above(t) for t in tl], above0, above1)
     scorer.add([Below(t) for t in tl], below0, below1)
+    pooled = np.sort(np.concatenate([s0, s1]))
+    if np.all(np.isfinite(np.asarray(pooled, dtype=np.float64))):
+        _intervals(s0, s1, pooled, scorer)
+        _lr_bins(y0, y1, pooled, scorer)
+    _residues(y0, y1, scorer)
     # Atoms: values taken with positive probability (a clamp at 0, a sentinel, a count).
     vals, counts = np.unique(np.concatenate([y0, y1]), return_counts=True)
     order = np.argsort(counts)[::-1][:16]
@@ -122,6 +144,56 @@ def _scalar(y0: Array, y1: Array, scorer: _Scorer) -> None:
             c_on1.append(int(np.count_nonzero(OnLattice(e)(y1))))
         scorer.add(on, c_on0, c_on1)
         scorer.add(off, n0 - np.asarray(c_on0), n1 - np.asarray(c_on1))
+
+
+def _quantile_points(pooled_sorted: Array, k: int) -> Array:
+    ranks = np.linspace(0, pooled_sorted.size - 1, k + 2)[1:-1].astype(np.int64)
+    return np.unique(np.asarray(pooled_sorted[ranks], dtype=np.float64))
+
+
+def _intervals(s0: Array, s1: Array, pooled: Array, scorer: _Scorer) -> None:
+    pts = _quantile_points(pooled, INTERVAL_POINTS)
+    if pts.size < 2:
+        return
+    lo_i, hi_i = np.triu_indices(pts.size, k=1)
+    lo, hi = pts[lo_i], pts[hi_i]
+    in0 = np.searchsorted(s0, hi, side="right") - np.searchsorted(s0, lo, side="left")
+    in1 = np.searchsorted(s1, hi, side="right") - np.searchsorted(s1, lo, side="left")
+    inside = [Interval(float(a), float(b)) for a, b in zip(lo, hi, strict=True)]
+    outside = [Interval(float(a), float(b), inside=False) for a, b in zip(lo, hi, strict=True)]
+    scorer.add(inside, in0, in1)
+    scorer.add(outside, s0.size - in0, s1.size - in1)
+
+
+def _ranked_unions(c0: Array, c1: Array, make: Any, scorer: _Scorer) -> None:
+    """Unions of the cells with the highest estimated likelihood ratio c1/c0 (add-½ smoothed)."""
+    order = np.argsort(-(c1 + 0.5) / (c0 + 0.5), kind="stable")
+    regions = [make(tuple(int(i) for i in order[:j])) for j in range(1, order.size)]
+    scorer.add(regions, np.cumsum(c0[order])[:-1], np.cumsum(c1[order])[:-1])
+
+
+def _lr_bins(y0: Array, y1: Array, pooled: Array, scorer: _Scorer) -> None:
+    inner = _quantile_points(pooled, LR_BINS - 1)
+    edges = np.concatenate([[-np.inf], inner, [np.inf]])
+    if edges.size < 3:
+        return
+    k = edges.size - 1
+    b0 = np.clip(np.searchsorted(edges, np.asarray(y0, dtype=np.float64), side="right") - 1, 0, k)
+    b1 = np.clip(np.searchsorted(edges, np.asarray(y1, dtype=np.float64), side="right") - 1, 0, k)
+    c0 = np.bincount(b0, minlength=k + 1)[:k].astype(np.float64)
+    c1 = np.bincount(b1, minlength=k + 1)[:k].astype(np.float64)
+    e = tuple(float(v) for v in edges)
+    _ranked_unions(c0, c1, lambda bins: InBins(edges=e, bins=bins), scorer)
+
+
+def _residues(y0: Array, y1: Array, scorer: _Scorer) -> None:
+    for m in MODULI:
+        r0, r1 = residues_of(y0, m), residues_of(y1, m)
+        if np.any(r0 < 0) or np.any(r1 < 0):
+            return  # not integer outputs
+        c0 = np.bincount(r0, minlength=m).astype(np.float64)
+        c1 = np.bincount(r1, minlength=m).astype(np.float64)
+        _ranked_unions(c0, c1, lambda res, m=m: Residue(m, res), scorer)
 
 
 def _discrete(y0: Array, y1: Array, scorer: _Scorer, *, rows: bool) -> None:

@@ -12,6 +12,7 @@ import numpy.typing as npt
 from dpkit._messages import not_numeric
 from dpkit.accounting import Accountant
 from dpkit.errors import DataError, PrivacyParameterError
+from dpkit.random import warn_if_insecure
 
 __all__ = [
     "INT_LIMIT",
@@ -44,8 +45,13 @@ def charge(
     label: str | None,
     *,
     delta: float | None = None,
+    rng: object = None,
 ) -> None:
     """Charge ``event`` to ``accountant`` (if any) *before* anything is released.
+
+    ``rng`` is the release's ``rng=`` argument: a charged release with non-secure noise raises
+    :class:`~dpkit.errors.InsecureRandomnessWarning` here, before the charge and before any noise
+    is drawn (see :func:`dpkit.random.warn_if_insecure`).
 
     The accountant raises :class:`~dpkit.errors.BudgetExceededError` when the charge would
     overspend; the exception propagates and the caller releases nothing. ``delta`` is the δ the
@@ -59,6 +65,7 @@ def charge(
             f"accountant must have a charge(event, label=...) method (e.g. dpkit.accounting."
             f"Accountant), got {type(accountant).__name__}."
         )
+    warn_if_insecure(rng, stacklevel=4)
     if delta and isinstance(accountant, Accountant):
         accountant.charge(event, label=label, delta=delta)  # type: ignore[arg-type]
     else:

@@ -168,7 +168,7 @@ class DiscreteGaussian:
         """
         x = check_int_value(value, self.shape)
         gen = as_generator(rng)
-        charge(accountant, self.event, label, delta=self.delta)
+        charge(accountant, self.event, label, delta=self.delta, rng=rng)
         scalar = self.shape == ()
         noise = discrete_gaussian(self.sigma, None if scalar else self.shape, rng=gen)
         return add_integer_noise(x, noise, scalar)

@@ -118,7 +118,7 @@ class Exponential:
         """Index of the selected candidate; see :meth:`select`."""
         logits = scaled_scores(scores, self.scale)
         gen = as_generator(rng)
-        charge(accountant, self.event, label)
+        charge(accountant, self.event, label, rng=rng)
         return int(np.argmax(logits + gumbel(gen, int(logits.size))))
 
     def select(
@@ -216,7 +216,7 @@ class Exponential:
         cells = cells_for(points, scores, (lo, hi), g)
         logw = log_weights(cells, self.scale)  # refuses an overflow before the charge
         gen = as_generator(rng)
-        charge(accountant, self.event, label)
+        charge(accountant, self.event, label, rng=rng)
         return float(np.ldexp(float(sample_cell(cells, logw, gen)), g))
 
     def interval_probabilities(

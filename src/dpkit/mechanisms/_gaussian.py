@@ -202,7 +202,7 @@ class Gaussian:
         """
         x = check_float_value(value, self.shape)
         gen = as_generator(rng)
-        charge(accountant, self.event, label, delta=self.delta)
+        charge(accountant, self.event, label, delta=self.delta, rng=rng)
         return gaussian(x, self.sigma, grid=self.grid, rng=gen)
 
     def ci(self, alpha: float = 0.05) -> float:

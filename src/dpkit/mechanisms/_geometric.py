@@ -126,7 +126,7 @@ class Geometric:
         """
         x = check_int_value(value, self.shape)
         gen = as_generator(rng)
-        charge(accountant, self.event, label)
+        charge(accountant, self.event, label, rng=rng)
         scalar = self.shape == ()
         noise = discrete_laplace(self.scale, None if scalar else self.shape, rng=gen)
         return add_integer_noise(x, noise, scalar)

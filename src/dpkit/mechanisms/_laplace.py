@@ -135,7 +135,7 @@ class Laplace:
         """
         x = check_float_value(value, self.shape)
         gen = as_generator(rng)
-        charge(accountant, self.event, label)
+        charge(accountant, self.event, label, rng=rng)
         return laplace(x, self.scale, grid=self.grid, rng=gen)
 
     def ci(self, alpha: float = 0.05) -> float:

@@ -101,7 +101,7 @@ class ReportNoisyMax:
         """Index of the largest noisy score."""
         logits = scaled_scores(scores, self.scale)
         gen = as_generator(rng)
-        charge(accountant, self.event, label)
+        charge(accountant, self.event, label, rng=rng)
         n = int(logits.size)
         noise = gen.standard_exponential(n) if self.noise == "exponential" else gumbel(gen, n)
         return int(np.argmax(logits + noise))

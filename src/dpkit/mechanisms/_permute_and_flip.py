@@ -207,7 +207,7 @@ class PermuteAndFlip:
         """Index of the selected candidate; see :meth:`select`."""
         s = self._grid_scores(check_scores(scores))
         gen = as_generator(rng)
-        charge(accountant, self.event, label)
+        charge(accountant, self.event, label, rng=rng)
         best = max(s)
         # Flip every candidate's coin (not only until the first heads), then take the first heads
         # in a uniformly random order: the same distribution as visiting candidates in that order

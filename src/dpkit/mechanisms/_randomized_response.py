@@ -258,7 +258,7 @@ class RandomizedResponse:
         """
         x = self._check_answers(answers, "answers")
         gen = as_generator(rng)
-        charge(accountant, self.event, label)
+        charge(accountant, self.event, label, rng=rng)
         truthful = gen.integers(0, _ONE, size=x.shape, dtype=np.int64) < self._p_num
         k = self.categories
         other = (x + 1 + gen.integers(0, k - 1, size=x.shape, dtype=np.int64)) % k

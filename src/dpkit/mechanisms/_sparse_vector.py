@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 import threading
 
 import numpy as np
@@ -17,7 +18,7 @@ from dpkit.mechanisms._base import (
     check_integer_parameter,
 )
 from dpkit.noise import check_laplace_scale, laplace, laplace_grid, rounded_sensitivity
-from dpkit.random import RNGLike, as_generator
+from dpkit.random import RNGLike, as_generator, seeded_generator
 
 __all__ = ["SparseVector"]
 
@@ -73,6 +74,7 @@ class SparseVector:
     __slots__ = (
         "_above",
         "_accountant",
+        "_calls",
         "_grid",
         "_lock",
         "_noisy_threshold",
@@ -135,6 +137,7 @@ class SparseVector:
         self._above = 0
         self._started = False  # the first query fixes the accountant (or none) for the run
         self._accountant: SupportsCharge | None = None
+        self._calls = 0
 
     def __repr__(self) -> str:
         return (
@@ -166,6 +169,16 @@ class SparseVector:
             remaining="no positive answers",
         )
 
+    def _generator(self, rng: RNGLike) -> np.random.Generator:
+        # An int seed given again at a later call would restart the same stream: the same noise
+        # on every query, so that free "below" answers could pin a value down exactly. Call k
+        # draws from the k-th stream derived from the seed instead (reproducible, never replayed).
+        gen = as_generator(rng)
+        if isinstance(rng, numbers.Integral) and not isinstance(rng, bool) and self._calls:
+            gen = seeded_generator(int(rng), stream=self._calls)
+        self._calls += 1
+        return gen
+
     def _answers(
         self,
         values: list[float],
@@ -176,9 +189,9 @@ class SparseVector:
         with self._lock:
             if self.halted:
                 raise self._refuse()
-            gen = as_generator(rng)
+            gen = self._generator(rng)
             if not self._started:
-                charge(accountant, self.event, label)  # before anything is released
+                charge(accountant, self.event, label, rng=rng)  # before anything is released
                 self._started, self._accountant = True, accountant
             elif accountant is not None and accountant is not self._accountant:
                 raise PrivacyParameterError(
@@ -214,8 +227,8 @@ class SparseVector:
         """Is the query answer ``value`` (computed on the data) above the threshold?
 
         The whole run is charged ``self.event`` once, at the first query (pass ``accountant``
-        there). With a seeded ``rng``, pass one :class:`numpy.random.Generator` to every call: an
-        int seed would restart the same noise stream at every query.
+        there). An int seed is reproducible: the k-th call draws from the k-th stream derived from
+        it (:func:`dpkit.random.seeded_generator`), so calls never replay each other's noise.
         """
         x = float(check_float_value(value, ()))
         return self._answers([x], rng, accountant, label)[0]

@@ -93,7 +93,7 @@ def bounds(
     scale = Fraction(sens) / Fraction(eps * (1.0 - 2.0**-40))
     event = discrete_laplace_event(scale=scale, sensitivity=sens)
     check_sampleable("laplace", scale)  # refuse a tiny ε before charging, not after
-    charge(accountant, event, "bounds")
+    charge(accountant, event, "bounds", rng=rng)
     noisy = counts + np.asarray(discrete_laplace(scale, size=_BINS, rng=as_generator(rng)))
     tau = float(scale) * math.log(_BINS / b)
     hits = np.flatnonzero(noisy > tau)

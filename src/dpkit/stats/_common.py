@@ -126,7 +126,7 @@ def release_parts(
     computed from it would leak it.
     """
     pl = plan(parts, epsilon=epsilon, delta=delta)
-    charge(accountant, pl.event, statistic, delta=delta)
+    charge(accountant, pl.event, statistic, delta=delta, rng=rng)
     noisy = pl.draw(totals, rng)
     value = estimator(*noisy)
     sd = None

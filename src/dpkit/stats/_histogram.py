@@ -123,7 +123,7 @@ def histogram(
         noise = PartNoise(Part("counts", 0, 1), 0, 1, "gaussian", sigma)
         event = _gaussian_event(float(sigma), replace)
     check_sampleable(noise.kind, noise.scale)  # refuse a tiny ε before charging, not after
-    charge(accountant, event, "histogram", delta=dlt)
+    charge(accountant, event, "histogram", delta=dlt, rng=rng)
     gen = as_generator(rng)
     if noise.kind == "laplace":
         z = discrete_laplace(noise.scale, size=counts.shape, rng=gen)

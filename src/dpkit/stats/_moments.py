@@ -84,7 +84,7 @@ def count(
     part = Part("count", 0, 0 if replace else 1, 1.0)
     pl = plan([part], epsilon=eps, delta=dlt)
     if not replace:
-        charge(accountant, pl.event, "count", delta=dlt)
+        charge(accountant, pl.event, "count", delta=dlt, rng=rng)
     (value,) = pl.draw([n], rng)
     noise = LinearNoise(((pl.parts[0], 1.0),))
     return Release(float(value), pl.event, "count", noise, delta=dlt if not replace else 0.0)
@@ -123,7 +123,7 @@ def sum(
     tlo, thi = int(np.rint(math.ldexp(lo, k))), int(np.rint(math.ldexp(hi, k)))
     sens = thi - tlo if replace else max(abs(tlo), abs(thi))
     pl = plan([Part("sum", -k, sens)], epsilon=eps, delta=dlt)
-    charge(accountant, pl.event, "sum", delta=dlt)
+    charge(accountant, pl.event, "sum", delta=dlt, rng=rng)
     (value,) = pl.draw([total], rng)
     return Release(value, pl.event, "sum", LinearNoise(((pl.parts[0], 1.0),)), delta=dlt)
 
@@ -212,7 +212,7 @@ def mean(
     if n_pub is not None:
         size = n_pub
         pl = plan([Part("centred sum", -k, sens)], epsilon=eps, delta=dlt)
-        charge(accountant, pl.event, "mean", delta=dlt)
+        charge(accountant, pl.event, "mean", delta=dlt, rng=rng)
         (s,) = pl.draw([centred], rng)
         noise = LinearNoise(((pl.parts[0], 1.0 / size),), sampling_sd=h / math.sqrt(size))
         return Release(c + s / size, pl.event, "mean", noise, delta=dlt)

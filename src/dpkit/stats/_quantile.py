@@ -251,7 +251,7 @@ def quantile(
     z, kl, kh = _grid_data(data, lo, hi, g)
     eps_each = eps / len(qs) * (1.0 - 2.0**-40)
     event = composed(tuple(exponential_event(epsilon=eps_each) for _ in qs))
-    charge(accountant, event, "quantile")
+    charge(accountant, event, "quantile", rng=rng)
     gen = as_generator(rng)
     if len(qs) > 1:
         z = np.sort(z)  # one sort serves every quantile (the window path then is exact and fast)
