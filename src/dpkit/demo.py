@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import importlib
 import os
+import warnings
 from collections.abc import Callable
 
 import numpy as np
 
 import dpkit.stats as st
 from dpkit.accounting import Accountant, ApproxDP, dpsgd_epsilon, gaussian_sigma
-from dpkit.errors import BudgetExceededError
+from dpkit.errors import BudgetExceededError, InsecureRandomnessWarning
 from dpkit.mechanisms import RandomizedResponse
 from dpkit.noise import discrete_gaussian, discrete_laplace, laplace, laplace_grid
 
@@ -148,16 +149,23 @@ def _plot() -> None:
 
 
 def main() -> None:
-    """Run every section of the tour."""
-    _noise()
-    _survey()
-    _chocolate_stats()
-    _medians()
-    _accounting()
-    _plot()
-    for module in _LAYER_SECTIONS:
-        print()
-        _section(module)()
+    """Run every section of the tour.
+
+    The tour is seeded so that its output can be compared run to run; seeded noise is not secret,
+    so charged releases would warn (:class:`~dpkit.errors.InsecureRandomnessWarning`). The demo
+    silences that one warning here, the documented way for simulations.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureRandomnessWarning)
+        _noise()
+        _survey()
+        _chocolate_stats()
+        _medians()
+        _accounting()
+        _plot()
+        for module in _LAYER_SECTIONS:
+            print()
+            _section(module)()
 
 
 if __name__ == "__main__":
