@@ -12,8 +12,8 @@ from scipy.special import ndtri
 
 from dpkit._checks import check_epsilon
 from dpkit.errors import DataError, PrivacyParameterError
-from dpkit.local._coins import ONE
-from dpkit.local._olh import PRIME
+from dpkit.local._coins import ONE, exp_capped
+from dpkit.local._olh import MAX_G, PRIME
 from dpkit.local._oracle import pure_variance
 from dpkit.local._reports import Reports
 from dpkit.mechanisms import RandomizedResponse
@@ -99,7 +99,8 @@ class PrefixExtension:
                 raise PrivacyParameterError(f"{name} must be an int in [{lo}, {hi}], got {v!r}.")
         if 8 * self.length > 60:  # pragma: no cover - length ≤ 7 keeps 56 bits
             raise PrivacyParameterError("strings longer than 7 bytes are not supported.")
-        g = max(2, round(math.exp(eps) + 1.0))
+        # capped as OLH's: int64 hashing and any g keep the report ε-LDP
+        g = min(MAX_G, max(2, round(exp_capped(eps) + 1.0)))
         rr = RandomizedResponse(epsilon=eps, categories=g)
         p = Fraction(rr._p_num, ONE)
         qg = (1 - p) / (g - 1)

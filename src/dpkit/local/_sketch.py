@@ -14,7 +14,7 @@ import numpy.typing as npt
 
 from dpkit._checks import check_epsilon
 from dpkit.errors import DataError, PrivacyParameterError
-from dpkit.local._coins import ONE, coins, log_up
+from dpkit.local._coins import ONE, coins, exp_capped, log_up, require_bias
 from dpkit.local._hadamard import fwht, parity
 from dpkit.local._reports import Reports
 from dpkit.mechanisms._base import FloatArray, IntArray
@@ -85,10 +85,11 @@ class CountMeanSketch:
             raise PrivacyParameterError("the Hadamard sketch needs a power-of-two width.")
         # probability of keeping a sign; its odds are at most e^{ε/2} per entry (CMS) or e^ε
         per = eps if self.hadamard else eps / 2
-        e = math.exp(per)
+        e = exp_capped(per)
         num = math.floor(Fraction(e / (e + 1.0)) * ONE * (1 - 2**-50))
         while log_up(Fraction(num, ONE - num)) > per:
             num -= max(1, num >> 48)
+        require_bias(num, "the count-mean sketch")
         object.__setattr__(self, "epsilon", eps)
         object.__setattr__(self, "_num", num)
 

@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpkit.errors import DataError
-from dpkit.local._coins import ONE, coins, dyadic, log_up
+from dpkit.local._coins import ONE, coins, dyadic, exp_capped, log_up
 from dpkit.local._oracle import FrequencyOracle
 from dpkit.mechanisms._base import IntArray
 
@@ -55,11 +55,12 @@ class SubsetSelection(FrequencyOracle):
     d: int = field(init=False)
 
     def _calibrate(self) -> tuple[Fraction, Fraction, Fraction]:
-        k, e = self.k, math.exp(self.epsilon)
+        k, e = self.k, exp_capped(self.epsilon)
         ds = np.arange(1, k, dtype=np.float64)
         p_in = ds * e / (ds * e + k - ds)
         p, q = _pq(k, ds, p_in)  # type: ignore[arg-type]
-        var = q * (1 - q) / (p - q) ** 2
+        with np.errstate(divide="ignore", invalid="ignore"):  # p = q for a tiny ε: refused below
+            var = q * (1 - q) / (p - q) ** 2
         d = int(ds[int(np.argmin(var))])
         p_num = math.floor(Fraction(float(p_in[d - 1])) * ONE * (1 - 2**-50))
         while log_up(Fraction(p_num * (k - d), (ONE - p_num) * d)) > self.epsilon:

@@ -1,0 +1,142 @@
+"""Regression tests from an independent review: calibration at extreme ε, tagged telemetry
+reports, and what memoized 1BitMean does (and does not) protect over time."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from dpkit.errors import DataError, PrivacyParameterError
+from dpkit.local import (
+    GRR,
+    OLH,
+    OUE,
+    SUE,
+    CountMeanSketch,
+    DBitFlip,
+    DuchiMean,
+    HadamardResponse,
+    HybridMean,
+    MemoizedOneBitClient,
+    OneBitMean,
+    PiecewiseMean,
+    PrefixExtension,
+    SubsetSelection,
+    VectorMean,
+)
+from dpkit.local._coins import ONE, log_up
+
+
+def _keep_odds(obj: object) -> tuple[int, float]:
+    """(keep numerator, ε allowed per changed coin) of the classes with one bias coin."""
+    if isinstance(obj, DuchiMean):
+        return obj._num, obj.epsilon
+    if isinstance(obj, OneBitMean):
+        return obj._duchi._num, obj.epsilon
+    if isinstance(obj, DBitFlip):
+        return obj._p, obj.epsilon / 2  # two biases change
+    assert isinstance(obj, CountMeanSketch)
+    return obj._num, obj.epsilon if obj.hadamard else obj.epsilon / 2
+
+
+BIASED = [
+    lambda e: DuchiMean(epsilon=e),
+    lambda e: OneBitMean(epsilon=e, m=1.0),
+    lambda e: DBitFlip(epsilon=e, k=4, d=2),
+    lambda e: CountMeanSketch(epsilon=e, rows=2, width=8),
+    lambda e: CountMeanSketch(epsilon=e, rows=2, width=8, hadamard=True),
+]
+
+
+@pytest.mark.parametrize("make", BIASED)
+@pytest.mark.parametrize("eps", [1e-17, 1e-15, 2e-15, 1e-12, 0.5, 3.0, 60.0, 1e6])
+def test_bias_coins_are_above_half_and_within_epsilon_both_ways(make, eps):
+    # below ε ≈ 1.8e-15, e^ε/(e^ε + 1) rounds to 1/2 and the safe-side rounding used to land
+    # below it: the keep coin favoured the wrong answer, its reverse odds exceeded e^ε (a CMS
+    # at ε = 1e-17 leaked ≈ 3.6e-15) and Duchi's debiasing constant became negative (every
+    # estimate ≈ 1 whatever the data). Now such ε are refused.
+    try:
+        obj = make(eps)
+    except PrivacyParameterError:
+        assert eps < 1e-14
+        return
+    num, per = _keep_odds(obj)
+    assert 2 * num > ONE
+    worst = max(Fraction(num, ONE - num), Fraction(ONE - num, num))
+    assert log_up(worst) <= per
+
+
+def test_duchi_at_tiny_epsilon_is_refused_rather_than_biased():
+    with pytest.raises(PrivacyParameterError):
+        DuchiMean(epsilon=1e-16)
+    with pytest.raises(PrivacyParameterError):
+        OneBitMean(epsilon=1e-16, m=10.0)
+    m = DuchiMean(epsilon=1e-12)  # the smallest ε the message suggests still works
+    assert m.C > 0
+
+
+HUGE = [
+    lambda e: GRR(epsilon=e, k=3),
+    lambda e: OUE(epsilon=e, k=3),
+    lambda e: SUE(epsilon=e, k=3),
+    lambda e: OLH(epsilon=e, k=3),
+    lambda e: HadamardResponse(epsilon=e, k=3),
+    lambda e: SubsetSelection(epsilon=e, k=5),
+    lambda e: DuchiMean(epsilon=e),
+    lambda e: PiecewiseMean(epsilon=e, cells=64),
+    lambda e: HybridMean(epsilon=e, cells=64),
+    lambda e: VectorMean(epsilon=e, d=3),
+    lambda e: CountMeanSketch(epsilon=e, rows=2, width=8),
+    lambda e: DBitFlip(epsilon=e, k=4, d=2),
+    lambda e: PrefixExtension(epsilon=e, length=1, top=2, step=2),
+]
+
+
+@pytest.mark.parametrize("make", HUGE)
+def test_huge_epsilon_builds_instead_of_overflowing(make):
+    # math.exp(ε) overflowed (a bare OverflowError) for ε > 709 in every calibration
+    obj = make(1e6)
+    assert obj.epsilon == 1e6
+
+
+def test_olh_decodes_when_epsilon_makes_g_exceed_32_bits():
+    # g = e^ε + 1 passed 2^32 at ε ≈ 22.2 and the decoder's np.uint32(g) raised OverflowError
+    # (numpy 2; numpy 1 wrapped g silently) after the reports had been collected
+    olh = OLH(epsilon=25.0, k=6)
+    assert 2 <= olh.g < 2**32
+    x = np.repeat(np.arange(6), 50)
+    est = olh.estimate(olh.randomize(x, rng=0))
+    assert np.all(np.abs(est.counts - 50) <= 6 * np.sqrt(est.variance) + 1e-9)
+
+
+def test_telemetry_reports_of_other_parameters_are_refused():
+    # dBitFlip and 1BitMean returned bare arrays: bits made at another ε (or k, d, m) were
+    # decoded silently with the wrong debiasing
+    x = np.arange(8) % 4
+    r1 = DBitFlip(epsilon=1.0, k=4, d=2).randomize(x, rng=0)
+    with pytest.raises(DataError, match="made by"):
+        DBitFlip(epsilon=2.0, k=4, d=2).estimate(r1)
+    assert DBitFlip(epsilon=1.0, k=4, d=2).estimate(r1).n == 8
+    b1 = OneBitMean(epsilon=1.0, m=5.0).randomize([1.0, 2.0], rng=0)
+    with pytest.raises(DataError, match="made by"):
+        OneBitMean(epsilon=2.0, m=5.0).estimate_mean(b1)
+    with pytest.raises(DataError, match="made by"):
+        OneBitMean(epsilon=1.0, m=6.0).estimate_mean(b1)
+    assert OneBitMean(epsilon=1.0, m=5.0).estimate_mean(b1).n == 2
+
+
+def test_memoized_one_bit_reveals_a_change_of_level_with_certainty():
+    # the client's docstring claimed "ε per distinct level visited"; in fact a user whose
+    # level stays put never sends two different bits, while one that moves from level 0 to 1
+    # does with probability P0(1 − P1) + P1(1 − P0) > 0: an infinite likelihood ratio
+    ob = OneBitMean(epsilon=1.0, m=1.0)
+    devices = [MemoizedOneBitClient(ob, levels=1, rng=s) for s in range(400)]
+    constant = sum(d.report(0.0) != d.report(0.0) for d in devices)
+    moving = sum(d.report(0.0) != d.report(1.0) for d in devices)
+    assert constant == 0
+    # P(differ) = 2·e/(e + 1)² ≈ 0.39: 400 devices give ≈ 157 ± 10; 60 is 10 standard errors off
+    assert moving > 60
+    doc = MemoizedOneBitClient.__doc__ or ""
+    assert "not protected" in doc and "per distinct level" not in doc
