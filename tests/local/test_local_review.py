@@ -140,3 +140,50 @@ def test_memoized_one_bit_reveals_a_change_of_level_with_certainty():
     assert moving > 60
     doc = MemoizedOneBitClient.__doc__ or ""
     assert "not protected" in doc and "per distinct level" not in doc
+
+
+def _exact_clone_delta(eps0: float, n: int, eps: float) -> Fraction:
+    """The hockey-stick divergence of FMT 2021 Thm 3.2's pair, in exact rationals (the inputs
+    e^{−ε₀} and e^ε taken as the floats they round to)."""
+    import math
+
+    clone = Fraction(math.exp(-eps0))
+    q1 = clone / (1 + clone)
+    p, ee = 1 - q1, Fraction(math.exp(eps))
+    total = Fraction(0)
+    for c in range(n):
+        w = math.comb(n - 1, c) * clone**c * (1 - clone) ** (n - 1 - c)
+        b = [Fraction(math.comb(c, x), 2**c) for x in range(c + 1)]
+        for x in range(c + 2):
+            b1 = b[x - 1] if x >= 1 else Fraction(0)
+            b0 = b[x] if x <= c else Fraction(0)
+            d = p * b1 + q1 * b0 - ee * (q1 * b1 + p * b0)
+            if d > 0:
+                total += w * d
+    return total
+
+
+@pytest.mark.parametrize(("eps0", "n"), [(1.0, 60), (0.3, 50), (2.0, 40)])
+def test_shuffle_delta_is_never_below_the_exact_divergence(eps0, n):
+    # the float computation came out up to ~1e-14 (relative) below the exact value, e.g.
+    # ε₀ = 1, n = 60, ε = 0.8; it is now rounded up
+    from dpkit.local import shuffle_delta
+
+    for frac in (0.2, 0.5, 0.8, 0.95):
+        got = shuffle_delta(epsilon0=eps0, n=n, epsilon=frac * eps0)
+        assert Fraction(got) >= _exact_clone_delta(eps0, n, frac * eps0)
+
+
+def test_shuffle_bound_at_large_epsilon_is_not_zero():
+    # ⌊r*(c+1)/(1+r*)⌋ + 1 rounded to c + 2 for r* > 2^53/(c+1): an empty region, δ = 0 where
+    # the true δ is ≈ 0.95, and shuffle_epsilon(ε₀=40, n=10, δ=1e-6) claimed 37.2 (truth ≈ 40)
+    import math
+
+    from dpkit.local import shuffle_delta, shuffle_epsilon
+
+    e0, eps = 40.0, 37.0
+    q1 = 1 / (1 + math.exp(e0))
+    no_clone = (1 - math.exp(-e0)) ** 9 * ((1 - q1) - math.exp(eps) * q1)  # the c = 0 term
+    assert shuffle_delta(epsilon0=e0, n=10, epsilon=eps) >= no_clone > 0.95
+    assert shuffle_epsilon(epsilon0=e0, n=10, delta=1e-6) > 39.99
+    assert shuffle_delta(epsilon0=1000.0, n=10, epsilon=800.0) == 1.0  # no overflow
