@@ -187,3 +187,19 @@ def test_shuffle_bound_at_large_epsilon_is_not_zero():
     assert shuffle_delta(epsilon0=e0, n=10, epsilon=eps) >= no_clone > 0.95
     assert shuffle_epsilon(epsilon0=e0, n=10, delta=1e-6) > 39.99
     assert shuffle_delta(epsilon0=1000.0, n=10, epsilon=800.0) == 1.0  # no overflow
+
+
+def test_subset_selection_calibration_memory_does_not_grow_with_k():
+    # calibration built five float arrays of length k: at k = 2^30 (accepted, and built by
+    # choose_protocol) ≈ 40 GiB. Blocks of 2^20 sizes keep it at a few MiB; 2^22 shows the
+    # difference (≈ 200 MiB before) in a fraction of a second.
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        ss = SubsetSelection(epsilon=1.0, k=1 << 22)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 2**20, peak
+    assert abs(ss.d - (1 << 22) / (np.e + 1)) < 0.01 * (1 << 22)  # ≈ k/(e^ε + 1)
