@@ -203,3 +203,23 @@ def test_subset_selection_calibration_memory_does_not_grow_with_k():
         tracemalloc.stop()
     assert peak < 64 * 2**20, peak
     assert abs(ss.d - (1 << 22) / (np.e + 1)) < 0.01 * (1 << 22)  # ≈ k/(e^ε + 1)
+
+
+def test_heavy_hitter_threshold_covers_the_spread_of_a_frequent_item():
+    # the error bound used the rare-item σ (q(1−q) per user), but a frequent item's holders
+    # add p(1−p) each: with every user holding "a" its estimate spreads ≈ 2.3× wider at ε = 3,
+    # so "2zσ" was not the margin the union bound needs
+    from scipy.special import ndtri
+
+    pem = PrefixExtension(epsilon=3.0, length=1, top=2, step=4)
+    n, reps = 3000, 120
+    ests = []
+    for s in range(reps):
+        found = pem.identify(pem.randomize(["a"] * n, rng=s))
+        ests.append(found.counts[found.items.index("a")])
+    spread = float(np.std(ests, ddof=1))
+    assert spread > 1.8 * pem.sigma(n)  # the rare-item σ is too small for this item
+    compared = pem.top * 2**pem.step * len(pem.bits)
+    z = float(ndtri(1 - 0.05 / (2 * compared)))
+    # 120 replicates: the sample sd is within ±20% (3 SE of √(1/238) ≈ 0.065) of the truth
+    assert pem.threshold(n, beta=0.05) / z > 0.8 * spread
