@@ -223,3 +223,18 @@ def test_heavy_hitter_threshold_covers_the_spread_of_a_frequent_item():
     z = float(ndtri(1 - 0.05 / (2 * compared)))
     # 120 replicates: the sample sd is within ±20% (3 SE of √(1/238) ≈ 0.065) of the truth
     assert pem.threshold(n, beta=0.05) / z > 0.8 * spread
+
+
+def test_sketch_variance_does_not_cover_the_fixed_hash_offset():
+    # the docstring called the estimate unbiased with an exact variance; for the fixed hashes
+    # a value colliding with nothing is off by −(n − n_v)/(m − 1) in every run, which at
+    # n = 10^6, m = 1024 is ≈ 2.3 standard deviations of the stated variance
+    cms = CountMeanSketch(epsilon=4.0, rows=8, width=1024)
+    population = {"heavy": 1_000_000}
+    mean, var = cms.moments(population, "absent")
+    stated = float(cms.variance(1_000_000, 0))
+    assert mean == pytest.approx(-1_000_000 / 1023, rel=1e-9)
+    assert abs(mean) > 2 * np.sqrt(stated)  # a 95% interval from `variance` misses
+    assert var == pytest.approx(stated, rel=1e-2)  # the spread itself is as stated
+    doc = CountMeanSketch.__doc__ or ""
+    assert "does not cover" in doc

@@ -53,10 +53,18 @@ class CountMeanSketch:
 
     The server debiases each report, accumulates the sketch and estimates a value's count as
     ``(m/(m−1))·(mean over rows of M[j, h_j(value)] − n/m)`` (Apple 2017, Algorithms 1–4).
-    Probabilities are multiples of 2^-60 with odds at most e^{ε/2} (CMS) or e^ε (HCMS). The
-    estimate is unbiased and :attr:`SketchEstimate.variance` exact over random hash functions;
-    with these fixed public hashes a value colliding with a frequent one in a row inherits a
-    share of its count, as in any sketch.
+    Probabilities are multiples of 2^-60 with odds at most e^{ε/2} (CMS) or e^ε (HCMS).
+
+    The estimate is unbiased on average over hash functions drawn at random, not for the fixed
+    public hashes used here: given them, a value's estimate is off by
+    ``(m/(m−1))·Σ_u n_u (ρ_u − 1/m)`` over the other values ``u`` (``ρ_u`` the share of rows
+    where ``u`` collides with it), i.e. ``−(n − n_v)/(m − 1)`` for a value that collides with
+    none, plus about ``n_u/rows`` for each row shared with a value ``u``. That offset is the
+    same for every run, so :attr:`SketchEstimate.variance` (the users' rows and coins, with each
+    user's collisions counted as independent events of probability ``1/m``) does not cover it:
+    intervals built from it under-cover once ``n/m`` is comparable to its square root. Choose
+    ``width`` well above ``n/√variance``; :meth:`moments` gives the exact mean and variance for
+    a known population.
 
     Examples
     --------
