@@ -238,3 +238,18 @@ def test_sketch_variance_does_not_cover_the_fixed_hash_offset():
     assert var == pytest.approx(stated, rel=1e-2)  # the spread itself is as stated
     doc = CountMeanSketch.__doc__ or ""
     assert "does not cover" in doc
+
+
+def test_tagged_reports_with_fractional_values_are_refused():
+    # Reports.from_dict accepts JSON numbers; a tagged batch skipped the integer-dtype check of
+    # untagged reports, so [1.5, 2.7, 0.9] was truncated into a valid OLH report and counted
+    from dpkit.local import Reports
+
+    olh = OLH(epsilon=1.0, k=8)
+    with pytest.raises(DataError):
+        olh.estimate(Reports.from_dict({"protocol": olh.tag, "values": [[1.5, 2.7, 0.9]]}))
+    oue = OUE(epsilon=1.0, k=8)
+    with pytest.raises(DataError):
+        oue.estimate(Reports.from_dict({"protocol": oue.tag, "values": [[0.5]]}))
+    good = olh.randomize([1, 2, 3], rng=0)
+    assert olh.estimate(Reports.from_dict(good.to_dict())).n == 3
