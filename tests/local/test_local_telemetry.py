@@ -55,14 +55,14 @@ def test_audits():
     db = DBitFlip(epsilon=1.0, k=4, d=4)  # every bucket drawn: the bits alone carry the value
 
     def mech(v, n, rng):
-        return db.randomize(np.full(n, v), rng=rng)[:, 4:]
+        return db.randomize(np.full(n, v), rng=rng).values[:, 4:]
 
     region = Predicate(lambda b: (b[:, 1] == 1) & (b[:, 0] == 0), name="bit1 & !bit0")
     r = epsilon_lower_bound(mech, 0, 1, trials=200_000, rng=3, region=region)
     assert 0.8 <= r.epsilon <= 1.0, r
     ob = OneBitMean(epsilon=1.0, m=5.0)
     r = epsilon_lower_bound(
-        lambda v, n, rng: ob.randomize(np.full(n, v), rng=rng),
+        lambda v, n, rng: ob.randomize(np.full(n, v), rng=rng).values,
         0.0,
         5.0,
         trials=200_000,

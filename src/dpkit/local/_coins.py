@@ -14,7 +14,9 @@ from fractions import Fraction
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["BITS", "ONE", "coins", "dyadic", "log_up", "packed_coins"]
+from dpkit.errors import PrivacyParameterError
+
+__all__ = ["BITS", "ONE", "coins", "dyadic", "exp_capped", "log_up", "packed_coins", "require_bias"]
 
 BITS = 60
 ONE = 1 << BITS
@@ -25,6 +27,30 @@ _LOW_MASK = (1 << _LOW) - 1
 def dyadic(num: int) -> Fraction:
     """The exact probability ``num / 2^60``."""
     return Fraction(num, ONE)
+
+
+def exp_capped(x: float) -> float:
+    """``e^x`` for calibration, with ``x`` capped at 64 so that no ε overflows a float.
+
+    Two multiples of 2^-60 in (0, 1) never have a ratio above 2^60 < e^42, so coins calibrated
+    at ``min(ε, 64)`` are as good as any for a larger ε; every calibration still checks its exact
+    ratio against the caller's ε with :func:`log_up`.
+    """
+    return math.exp(min(x, 64.0))
+
+
+def require_bias(num: int, what: str) -> None:
+    """Refuse a "keep" probability ``num / 2^60`` that is not above 1/2.
+
+    For ε below about 2e-15, ``e^ε/(e^ε + 1)`` rounds to 1/2 in floating point and the safe-side
+    rounding then lands *below* 1/2: the coin would favour the wrong answer, its reverse odds
+    ``(1 − p)/p`` would exceed ``e^ε``, and the debiasing constant would change sign.
+    """
+    if 2 * num <= ONE:
+        raise PrivacyParameterError(
+            f"epsilon is too small for {what} to carry information with coins that are "
+            "multiples of 2^-60; use epsilon >= 1e-12."
+        )
 
 
 def log_up(ratio: Fraction) -> float:

@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpkit.errors import DataError
-from dpkit.local._coins import ONE, coins, dyadic, log_up
+from dpkit.local._coins import ONE, coins, dyadic, exp_capped, log_up
 from dpkit.local._oracle import FrequencyOracle, check_domain_values
 from dpkit.mechanisms._base import IntArray
 
@@ -78,7 +78,7 @@ class HadamardResponse(FrequencyOracle):
     def _calibrate(self) -> tuple[Fraction, Fraction, Fraction]:
         big = 1 << self.k.bit_length()  # > k, so columns 1..k exist
         object.__setattr__(self, "K", big)
-        e = math.exp(self.epsilon)
+        e = exp_capped(self.epsilon)
         p_num = math.floor(Fraction(e / (e + 1.0)) * ONE * (1 - 2**-50))
         while log_up(Fraction(p_num, ONE - p_num)) > self.epsilon:
             p_num -= max(1, p_num >> 48)

@@ -12,8 +12,8 @@ from scipy.special import ndtri
 
 from dpkit._checks import check_epsilon
 from dpkit.errors import DataError, PrivacyParameterError
-from dpkit.local._coins import ONE
-from dpkit.local._olh import PRIME
+from dpkit.local._coins import ONE, exp_capped
+from dpkit.local._olh import MAX_G, PRIME
 from dpkit.local._oracle import pure_variance
 from dpkit.local._reports import Reports
 from dpkit.mechanisms import RandomizedResponse
@@ -64,11 +64,14 @@ class PrefixExtension:
     keeps the ``top`` prefixes with the largest estimated counts at each level and extends each
     by ``step`` bits.
 
-    Error bound: a level's count estimates have standard deviation
-    ``σ = G·√((n/G) q(1−q))/(p − q)`` with ``G`` levels (≈ ``2G·√(n/G)·e^{ε/2}/(e^ε − 1)``); an
-    item whose count exceeds that of the ``top``-th largest by more than ``2 z σ``,
+    Error bound: a level's count estimate of a rare prefix has standard deviation
+    ``σ = G·√((n/G) q(1−q))/(p − q)`` with ``G`` levels (≈ ``2G·√(n/G)·e^{ε/2}/(e^ε − 1)``);
+    a frequent one's is larger, up to ``σ_max = G·√((n/G)·max(p(1−p), q(1−q)))/(p − q)``
+    (its holders add ``p(1−p)`` each instead of ``q(1−q)``). An item whose count exceeds that
+    of the ``top``-th largest prefix at each level by more than ``2 z σ_max``,
     ``z = Φ⁻¹(1 − β/(2·top·2^step·G))``, survives every level with probability at least
-    ``1 − β`` (a union bound over the candidates compared); :meth:`threshold` returns ``z σ``.
+    ``1 − β`` in the normal approximation (a union bound over the candidates compared);
+    :meth:`threshold` returns ``z σ_max``.
 
     Report format: ``[level, a1, a2, b, y]`` ints per user.
 
@@ -99,7 +102,8 @@ class PrefixExtension:
                 raise PrivacyParameterError(f"{name} must be an int in [{lo}, {hi}], got {v!r}.")
         if 8 * self.length > 60:  # pragma: no cover - length ≤ 7 keeps 56 bits
             raise PrivacyParameterError("strings longer than 7 bytes are not supported.")
-        g = max(2, round(math.exp(eps) + 1.0))
+        # capped as OLH's: int64 hashing and any g keep the report ε-LDP
+        g = min(MAX_G, max(2, round(exp_capped(eps) + 1.0)))
         rr = RandomizedResponse(epsilon=eps, categories=g)
         p = Fraction(rr._p_num, ONE)
         qg = (1 - p) / (g - 1)
@@ -185,11 +189,18 @@ class PrefixExtension:
         )
 
     def threshold(self, n: int, beta: float = 0.05) -> float:
-        """``z σ`` of the error bound (see the class docstring)."""
+        """``z σ_max`` of the error bound (see the class docstring)."""
         if not 0 < beta < 1:
             raise PrivacyParameterError(f"beta must be in (0, 1), got {beta!r}.")
         compared = self.top * 2**self.step * len(self.bits)
-        return float(ndtri(1 - beta / (2 * compared))) * self.sigma(n)
+        groups = len(self.bits)
+        size = n // groups or 1
+        # the worst case over the item's own count: every user of the group holding it
+        worst = max(
+            float(pure_variance(size, 0, self._p, self._q)),
+            float(pure_variance(size, size, self._p, self._q)),
+        )
+        return float(ndtri(1 - beta / (2 * compared))) * groups * math.sqrt(worst)
 
     def identify(self, reports: Reports | object) -> HeavyHitters:
         """Run the prefix extension over the reports; the ``top`` most frequent items."""

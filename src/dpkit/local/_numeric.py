@@ -15,7 +15,7 @@ from scipy.special import ndtri
 from dpkit._checks import check_epsilon
 from dpkit.accounting import PureDPEvent
 from dpkit.errors import DataError, PrivacyParameterError
-from dpkit.local._coins import ONE, coins, log_up
+from dpkit.local._coins import ONE, coins, exp_capped, log_up, require_bias
 from dpkit.mechanisms._base import FloatArray, SupportsCharge, charge
 from dpkit.mechanisms._tails import check_alpha
 from dpkit.random import RNGLike, as_generator
@@ -142,10 +142,11 @@ class NumericRandomizer(ABC):
 
 def _dyadic_pair(eps: float) -> int:
     """Largest ``num`` (of 2^60) with ``num/(2^60 − num) ≤ e^ε``."""
-    e = math.exp(eps)
+    e = exp_capped(eps)
     num = math.floor(Fraction(e / (e + 1.0)) * ONE * (1 - 2**-50))
     while log_up(Fraction(num, ONE - num)) > eps:
         num -= max(1, num >> 48)
+    require_bias(num, "Duchi et al.'s mechanism")
     return num
 
 
@@ -232,8 +233,8 @@ class PiecewiseMean(NumericRandomizer):
         if isinstance(n_cells, bool) or not isinstance(n_cells, int) or not 8 <= n_cells <= 2**40:
             raise PrivacyParameterError(f"cells must be an int in [8, 2^40], got {n_cells!r}.")
         eps = self.epsilon
-        m = min(n_cells - 2, max(1, round(n_cells / (math.exp(eps / 2) + 1.0))))
-        e = math.exp(eps)
+        m = min(n_cells - 2, max(1, round(n_cells / (exp_capped(eps / 2) + 1.0))))
+        e = exp_capped(eps)
         p_num = math.floor(Fraction(m * e / (m * e + n_cells - m)) * ONE * (1 - 2**-50))
         while log_up(Fraction(p_num * (n_cells - m), (ONE - p_num) * m)) > eps:
             p_num -= max(1, p_num >> 48)

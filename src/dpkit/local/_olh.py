@@ -11,15 +11,18 @@ import numpy as np
 import numpy.typing as npt
 
 from dpkit.errors import DataError
-from dpkit.local._coins import ONE
+from dpkit.local._coins import ONE, exp_capped
 from dpkit.local._oracle import FrequencyOracle, pure_variance
 from dpkit.mechanisms import RandomizedResponse
 from dpkit.mechanisms._base import IntArray
 
-__all__ = ["OLH", "PRIME", "universal_hash"]
+__all__ = ["MAX_G", "OLH", "PRIME", "universal_hash"]
 
 PRIME = 2**31 - 1
 """The Mersenne prime of the hash family ``((a·x + b) mod PRIME) mod g``."""
+
+MAX_G = 1 << 31
+"""Largest hash range: hashes are below ``PRIME`` anyway, and the decoder works in uint32."""
 
 
 def universal_hash(a: npt.ArrayLike, b: npt.ArrayLike, x: npt.ArrayLike, g: int) -> IntArray:
@@ -86,8 +89,10 @@ class OLH(FrequencyOracle):
 
     def _calibrate(self) -> tuple[Fraction, Fraction, Fraction]:
         best: tuple[float, int] | None = None
-        center = math.exp(self.epsilon) + 1.0
-        for g in {max(2, math.floor(center)), max(2, math.ceil(center))}:
+        center = exp_capped(self.epsilon) + 1.0
+        # any g keeps g-ary randomized response ε-LDP; beyond 2^31 (ε > 21.5) the variance is
+        # already below 2^-29 per user, and the decoder's uint32 arithmetic needs g < 2^32
+        for g in {min(MAX_G, max(2, math.floor(center))), min(MAX_G, max(2, math.ceil(center)))}:
             _, p, q, _ = self._for_g(g)
             v = float(pure_variance(1, 0, p, q))
             if best is None or (v, g) < best:

@@ -185,7 +185,9 @@ class FrequencyOracle(ABC):
                     f"these reports were made by {reports.protocol!r}, not by this aggregator's "
                     f"{self.tag!r}; aggregate each protocol and parameter set separately."
                 )
-            values = self._validate(np.asarray(reports.values))
+            # the same checks as untagged reports: a tagged batch may come from JSON
+            # (Reports.from_dict), where 1.5 would otherwise be truncated to a valid 1
+            values = self.reports(reports.values).values
         else:
             values = self.reports(reports).values
         n = int(values.shape[0])

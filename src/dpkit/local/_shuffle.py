@@ -6,6 +6,7 @@ import math
 import numbers
 
 import numpy as np
+import numpy.typing as npt
 from scipy.stats import binom
 
 from dpkit._checks import check_delta, check_epsilon
@@ -49,25 +50,40 @@ def shuffle_delta(*, epsilon0: float, n: int, epsilon: float) -> float:
     eps = float(epsilon)
     if eps >= e0:
         return 0.0  # shuffling never weakens the local guarantee
-    p = 1.0 / (1.0 + math.exp(-e0))  # e^{ε₀}/(e^{ε₀} + 1), the chance Δ = 1
-    ee = math.exp(eps)
     clone = math.exp(-e0)
+    q1 = clone / (1.0 + clone)  # 1/(e^{ε₀} + 1), the chance Δ = 0, without cancellation in 1 − p
+    p = 1.0 - q1
+    # δ(ε) decreases in ε, so computing it at a smaller ε (to keep e^ε finite) is safe
+    ee = math.exp(min(eps, 700.0))
     # clone counts beyond 12 standard deviations (plus slack for skew) carry < 1e-17 of mass;
     # whatever they carry is added to δ in full below
     mean, sd = (n - 1) * clone, math.sqrt((n - 1) * clone * (1 - clone))
     lo, hi = math.floor(mean - 12 * sd - 20), math.ceil(mean + 12 * sd + 20)
     c = np.arange(max(lo, 0), min(hi, n - 1) + 1)
     # with b the Bin(c, 1/2) pmf, P(x) = p b(x−1) + (1 − p) b(x) and Q(x) = (1 − p) b(x−1) + p b(x);
-    # P/Q exceeds e^ε iff r = b(x−1)/b(x) = x/(c − x + 1) exceeds r*
-    r_star = (ee * p - (1.0 - p)) / (p - ee * (1.0 - p))
-    x_star = np.floor(r_star * (c + 1) / (1.0 + r_star)) + 1  # first x in the region
-    tail0 = binom.sf(x_star - 2, c, 0.5)  # P[Bin ≥ x* − 1]: the b(x − 1) terms
-    tail1 = binom.sf(x_star - 1, c, 0.5)  # P[Bin ≥ x*]
-    delta_c = p * tail0 + (1 - p) * tail1 - ee * ((1 - p) * tail0 + p * tail1)
-    delta_c = np.clip(delta_c, 0.0, 1.0)
+    # P/Q exceeds e^ε iff r = b(x−1)/b(x) = x/(c − x + 1) exceeds r*, i.e. iff
+    # x > (c + 1) − t with t = (c + 1)/(1 + r*): the first such x is c + 2 − ⌈t⌉. (Written
+    # as ⌊r*(c + 1)/(1 + r*)⌋ + 1 it rounded to c + 2, an empty region and δ = 0, once r*
+    # passed about 2^53/(c + 1), i.e. for ε ≳ 36.)
+    r_star = (ee * p - q1) / (p - ee * q1)
+    t = (c + 1) / (1.0 + r_star)
+    first = c + 2 - np.ceil(t)
+
+    def region(x_star: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        tail0 = binom.sf(x_star - 2, c, 0.5)  # P[Bin ≥ x* − 1]: the b(x − 1) terms
+        tail1 = binom.sf(x_star - 1, c, 0.5)  # P[Bin ≥ x*]
+        gain = p * tail0 + q1 * tail1
+        loss = ee * (q1 * tail0 + p * tail1)
+        # rounded up: the binomial tails and weights are accurate to ~1e-14 relative and the
+        # difference cancels, so add 1e-12 of the terms that cancel (and of the total below)
+        return np.asarray(np.clip(gain - loss + 1e-12 * (gain + loss), 0.0, 1.0))
+
+    # every region gives a lower bound on the divergence and the best one is {x ≥ first}; the
+    # neighbours are tried too in case rounding moved the boundary by one
+    delta_c = np.maximum(np.maximum(region(first - 1), region(first)), region(first + 1))
     weights = binom.pmf(c, n - 1, clone)
     outside = binom.cdf(c[0] - 1, n - 1, clone) + binom.sf(c[-1], n - 1, clone)
-    return float(min(1.0, np.dot(weights, delta_c) + outside))
+    return float(min(1.0, np.dot(weights, delta_c) * (1.0 + 1e-12) + outside))
 
 
 def shuffle_epsilon(*, epsilon0: float, n: int, delta: float, method: str = "numerical") -> float:

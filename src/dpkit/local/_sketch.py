@@ -14,7 +14,7 @@ import numpy.typing as npt
 
 from dpkit._checks import check_epsilon
 from dpkit.errors import DataError, PrivacyParameterError
-from dpkit.local._coins import ONE, coins, log_up
+from dpkit.local._coins import ONE, coins, exp_capped, log_up, require_bias
 from dpkit.local._hadamard import fwht, parity
 from dpkit.local._reports import Reports
 from dpkit.mechanisms._base import FloatArray, IntArray
@@ -53,10 +53,18 @@ class CountMeanSketch:
 
     The server debiases each report, accumulates the sketch and estimates a value's count as
     ``(m/(m−1))·(mean over rows of M[j, h_j(value)] − n/m)`` (Apple 2017, Algorithms 1–4).
-    Probabilities are multiples of 2^-60 with odds at most e^{ε/2} (CMS) or e^ε (HCMS). The
-    estimate is unbiased and :attr:`SketchEstimate.variance` exact over random hash functions;
-    with these fixed public hashes a value colliding with a frequent one in a row inherits a
-    share of its count, as in any sketch.
+    Probabilities are multiples of 2^-60 with odds at most e^{ε/2} (CMS) or e^ε (HCMS).
+
+    The estimate is unbiased on average over hash functions drawn at random, not for the fixed
+    public hashes used here: given them, a value's estimate is off by
+    ``(m/(m−1))·Σ_u n_u (ρ_u − 1/m)`` over the other values ``u`` (``ρ_u`` the share of rows
+    where ``u`` collides with it), i.e. ``−(n − n_v)/(m − 1)`` for a value that collides with
+    none, plus about ``n_u/rows`` for each row shared with a value ``u``. That offset is the
+    same for every run, so :attr:`SketchEstimate.variance` (the users' rows and coins, with each
+    user's collisions counted as independent events of probability ``1/m``) does not cover it:
+    intervals built from it under-cover once ``n/m`` is comparable to its square root. Choose
+    ``width`` well above ``n/√variance``; :meth:`moments` gives the exact mean and variance for
+    a known population.
 
     Examples
     --------
@@ -85,10 +93,11 @@ class CountMeanSketch:
             raise PrivacyParameterError("the Hadamard sketch needs a power-of-two width.")
         # probability of keeping a sign; its odds are at most e^{ε/2} per entry (CMS) or e^ε
         per = eps if self.hadamard else eps / 2
-        e = math.exp(per)
+        e = exp_capped(per)
         num = math.floor(Fraction(e / (e + 1.0)) * ONE * (1 - 2**-50))
         while log_up(Fraction(num, ONE - num)) > per:
             num -= max(1, num >> 48)
+        require_bias(num, "the count-mean sketch")
         object.__setattr__(self, "epsilon", eps)
         object.__setattr__(self, "_num", num)
 

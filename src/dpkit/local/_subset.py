@@ -11,11 +11,13 @@ import numpy as np
 import numpy.typing as npt
 
 from dpkit.errors import DataError
-from dpkit.local._coins import ONE, coins, dyadic, log_up
+from dpkit.local._coins import ONE, coins, dyadic, exp_capped, log_up
 from dpkit.local._oracle import FrequencyOracle
 from dpkit.mechanisms._base import IntArray
 
 __all__ = ["SubsetSelection"]
+
+_BLOCK = 1 << 20  # sizes d evaluated at once in calibration
 
 
 def _pq(k: int, d: int, p_in: float | Fraction) -> tuple[Any, Any]:
@@ -55,13 +57,22 @@ class SubsetSelection(FrequencyOracle):
     d: int = field(init=False)
 
     def _calibrate(self) -> tuple[Fraction, Fraction, Fraction]:
-        k, e = self.k, math.exp(self.epsilon)
-        ds = np.arange(1, k, dtype=np.float64)
-        p_in = ds * e / (ds * e + k - ds)
-        p, q = _pq(k, ds, p_in)  # type: ignore[arg-type]
-        var = q * (1 - q) / (p - q) ** 2
-        d = int(ds[int(np.argmin(var))])
-        p_num = math.floor(Fraction(float(p_in[d - 1])) * ONE * (1 - 2**-50))
+        k, e = self.k, exp_capped(self.epsilon)
+        # the exact variance of every size d, scanned in blocks so that k up to 2^30 needs
+        # megabytes, not the tens of gigabytes of one array per quantity
+        d, best, p_best = 1, math.inf, 0.0
+        for lo in range(1, k, _BLOCK):
+            ds = np.arange(lo, min(k, lo + _BLOCK), dtype=np.float64)
+            p_in = ds * e / (ds * e + k - ds)
+            p, q = _pq(k, ds, p_in)  # type: ignore[arg-type]
+            with np.errstate(divide="ignore", invalid="ignore"):  # p = q at a tiny ε: refused
+                var = q * (1 - q) / (p - q) ** 2
+            i = int(np.argmin(var))
+            if var[i] < best:  # strict: the first minimiser wins, as one argmin over all d
+                d, best, p_best = lo + i, float(var[i]), float(p_in[i])
+        if best == math.inf:
+            p_best = float(d * e / (d * e + k - d))
+        p_num = math.floor(Fraction(p_best) * ONE * (1 - 2**-50))
         while log_up(Fraction(p_num * (k - d), (ONE - p_num) * d)) > self.epsilon:
             p_num -= max(1, p_num >> 48)
         object.__setattr__(self, "d", d)

@@ -13,9 +13,10 @@ import numpy.typing as npt
 
 from dpkit._checks import check_epsilon
 from dpkit.errors import DataError, PrivacyParameterError
-from dpkit.local._coins import ONE, coins, log_up
+from dpkit.local._coins import ONE, coins, exp_capped, log_up, require_bias
 from dpkit.local._numeric import DuchiMean, MeanEstimate
 from dpkit.local._oracle import check_domain_values
+from dpkit.local._reports import Reports
 from dpkit.mechanisms._base import FloatArray, IntArray
 from dpkit.random import RNGLike, as_generator
 
@@ -48,7 +49,8 @@ class OneBitMean:
     Collected once per period without memoization, the cost adds up: ``T`` periods cost ``T ε``;
     see :class:`MemoizedOneBitClient`.
 
-    Report format: one bit (0/1) per user.
+    Report format: one bit (0/1) per user, as :class:`Reports` tagged with ``m`` and the exact
+    bias, so bits made for another ε or ``m`` are refused.
 
     Examples
     --------
@@ -76,14 +78,23 @@ class OneBitMean:
         object.__setattr__(self, "m", float(m))
         object.__setattr__(self, "_duchi", DuchiMean(epsilon=eps))
 
-    def randomize(self, values: object, *, rng: RNGLike = None) -> IntArray:
+    @property
+    def tag(self) -> str:
+        """The protocol and its public parameters, carried by each :class:`Reports`."""
+        return f"1BitMean(m={self.m!r}, p_max={Fraction(self._duchi._num, ONE)})"
+
+    def randomize(self, values: object, *, rng: RNGLike = None) -> Reports:
         """One bit per user."""
         x = _check_counters(values, self.m)
         out = self._duchi._randomize(2.0 * x / self.m - 1.0, as_generator(rng))
-        return (out > 0).astype(np.int64)
+        return Reports(self.tag, (out > 0).astype(np.int64))
 
-    def estimate_mean(self, bits: object) -> MeanEstimate:
-        """Unbiased mean counter from the bits."""
+    def estimate_mean(self, bits: Reports | object) -> MeanEstimate:
+        """Unbiased mean counter from the bits (this protocol's :class:`Reports`, or raw bits)."""
+        if isinstance(bits, Reports):
+            if bits.protocol != self.tag:
+                raise DataError(f"these reports were made by {bits.protocol!r}, not {self.tag!r}.")
+            bits = bits.values
         b = np.asarray(bits) if bits is not None else np.zeros((0, 0))
         if b.ndim != 1 or b.dtype.kind not in "biu" or (b.size and (b.min() < 0 or b.max() > 1)):
             raise DataError("1BitMean reports are one 0/1 bit per user.")
@@ -110,10 +121,16 @@ class MemoizedOneBitClient:
     ``l = 0, …, s`` of the grid ``l·m/s``, one memoized 1BitMean bit of the value ``l·m/s``.
     Each period the counter is rounded to a neighbouring level by α-point rounding (up iff its
     fractional position exceeds α; unbiased over α) and the memoized bit of that level is
-    sent. Guarantee: the reports over any number of periods are a function of the memoized bits
-    of the levels visited, each an ε-LDP response, so the total cost is ε while the rounded
-    level stays the same, and ε per distinct level visited in general (basic composition). The
-    repeated bits are identical, so a constant user's reports are linkable across periods.
+    sent.
+
+    Guarantee (Ding et al. 2017, §3): while a user's rounded level stays the same, every report
+    they ever send is the same ε-LDP bit, so any number of periods costs ε in total: two users
+    whose levels are constant are ε-indistinguishable however long they report. **A change of
+    level is not protected at all**: the memoized bits are fixed once, so a user whose level
+    never changes sends identical bits forever, and two different bits prove that the level
+    changed (a likelihood ratio of infinity, not ``ε`` per level visited). Ding et al. add
+    output perturbation for that; this client does not. Identical bits also make a constant
+    user's reports linkable across periods.
     """
 
     mechanism: OneBitMean
@@ -128,7 +145,7 @@ class MemoizedOneBitClient:
         self.mechanism, self.levels, self.gen = mechanism, levels, as_generator(rng)
         self._alpha = float(self.gen.random())
         grid = np.arange(levels + 1) * (mechanism.m / levels)
-        self._bits = mechanism.randomize(np.minimum(grid, mechanism.m), rng=self.gen)
+        self._bits = mechanism.randomize(np.minimum(grid, mechanism.m), rng=self.gen).values
 
     def level(self, value: float) -> int:
         """The level a counter value is rounded to (α-point rounding)."""
@@ -154,7 +171,8 @@ class DBitFlip:
     ``(k/d) Σ_{users who drew v} (b − q)/(p − q)``, unbiased over the random buckets, with
     variance ``(k/d)·[n_v p(1−p) + (n − n_v) q(1−q)]/(p − q)² + (k/d − 1)·n_v``.
 
-    Report format: ``[j_1, …, j_d, b_1, …, b_d]`` ints per user (buckets increasing).
+    Report format: ``[j_1, …, j_d, b_1, …, b_d]`` ints per user (buckets increasing), as
+    :class:`Reports` tagged with ``k``, ``d`` and the exact bias.
 
     Examples
     --------
@@ -181,10 +199,11 @@ class DBitFlip:
                 raise PrivacyParameterError(f"{name} must be an int in [1, {hi}], got {v!r}.")
         if self.k < 2:
             raise PrivacyParameterError("k must be at least 2.")
-        e = math.exp(eps / 2)
+        e = exp_capped(eps / 2)
         num = math.floor(Fraction(e / (e + 1.0)) * ONE * (1 - 2**-50))
         while 2 * log_up(Fraction(num, ONE - num)) > eps:
             num -= max(1, num >> 48)
+        require_bias(num, "dBitFlip")
         object.__setattr__(self, "epsilon", eps)
         object.__setattr__(self, "_p", num)
 
@@ -196,7 +215,12 @@ class DBitFlip:
     def q(self) -> float:
         return (ONE - self._p) / ONE
 
-    def randomize(self, values: object, *, rng: RNGLike = None) -> IntArray:
+    @property
+    def tag(self) -> str:
+        """The protocol and its public parameters, carried by each :class:`Reports`."""
+        return f"dBitFlip(k={self.k}, d={self.d}, p={Fraction(self._p, ONE)})"
+
+    def randomize(self, values: object, *, rng: RNGLike = None) -> Reports:
         """One report per user (buckets drawn afresh: a simulation of first reports)."""
         x = check_domain_values(values, self.k)
         gen = as_generator(rng)
@@ -207,7 +231,7 @@ class DBitFlip:
         )
         hit = buckets == x[:, None]
         bits = np.where(hit, coins(gen, self._p, hit.shape), coins(gen, ONE - self._p, hit.shape))
-        return np.column_stack([buckets, bits.astype(np.int64)]).astype(np.int64)
+        return Reports(self.tag, np.column_stack([buckets, bits.astype(np.int64)]).astype(np.int64))
 
     def variance(self, n: int, true_counts: npt.ArrayLike) -> FloatArray:
         """Exact variance of each bucket's count estimate."""
@@ -218,8 +242,14 @@ class DBitFlip:
             dtype=np.float64,
         )
 
-    def estimate(self, reports: object) -> DBitEstimate:
+    def estimate(self, reports: Reports | object) -> DBitEstimate:
         """Unbiased bucket counts with their (plug-in) variances."""
+        if isinstance(reports, Reports):
+            if reports.protocol != self.tag:
+                raise DataError(
+                    f"these reports were made by {reports.protocol!r}, not {self.tag!r}."
+                )
+            reports = reports.values
         raw = np.asarray(reports) if reports is not None else np.zeros((0,))
         if raw.ndim != 2 or raw.shape[1] != 2 * self.d or raw.dtype.kind not in "iu":
             raise DataError(f"dBitFlip reports are rows of {self.d} buckets and {self.d} bits.")

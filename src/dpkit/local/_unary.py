@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpkit.errors import DataError
-from dpkit.local._coins import ONE, coins, dyadic, log_up, packed_coins
+from dpkit.local._coins import ONE, coins, dyadic, exp_capped, log_up, packed_coins
 from dpkit.local._oracle import FrequencyOracle
 from dpkit.mechanisms._base import IntArray
 
@@ -151,7 +151,7 @@ class OUE(UnaryEncoding):
     name: ClassVar[str] = "OUE"
 
     def _nums(self) -> tuple[int, int]:
-        q_num = math.ceil(Fraction(1.0 / (math.exp(self.epsilon) + 1.0)) * ONE * (1 + 2**-50))
+        q_num = math.ceil(Fraction(1.0 / (exp_capped(self.epsilon) + 1.0)) * ONE * (1 + 2**-50))
         while log_up(Fraction(ONE - q_num, q_num)) > self.epsilon:
             q_num += max(1, q_num >> 48)
         return ONE // 2, q_num
@@ -174,7 +174,7 @@ class SUE(UnaryEncoding):
     name: ClassVar[str] = "SUE"
 
     def _nums(self) -> tuple[int, int]:
-        h = math.exp(self.epsilon / 2)
+        h = exp_capped(self.epsilon / 2)
         p_num = math.floor(Fraction(h / (h + 1.0)) * ONE * (1 - 2**-50))
         while log_up(Fraction(p_num, ONE - p_num) ** 2) > self.epsilon:
             p_num -= max(1, p_num >> 48)
