@@ -5,7 +5,8 @@ request was at fault; messages never echo data values. Nothing is charged unless
 carries an answer (or the service failed after charging, which the message says).
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`: FastAPI reads the endpoints' annotations at run time,
+# and Request is imported inside create_app (lazily, for the install hint).
 
 import json
 import secrets
