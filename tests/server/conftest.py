@@ -232,11 +232,16 @@ def postgres() -> Iterator[str]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def fresh_pg_db(url: str, name: str) -> str:
+_DB_COUNTER = iter(range(1_000_000))
+
+
+@pytest.fixture
+def pg_db(postgres: str) -> str:
     """A new empty database on the session's cluster."""
     import psycopg
 
-    base = url.rsplit("/", 1)[0]
+    base = postgres.rsplit("/", 1)[0]
+    name = f"db{next(_DB_COUNTER)}"
     with psycopg.connect(base + "/postgres", autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {name}")
     return f"{base}/{name}"
