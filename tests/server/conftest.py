@@ -228,7 +228,7 @@ def postgres() -> Iterator[str]:
             conn.execute("CREATE DATABASE curator")
         yield f"postgresql://dpkit@127.0.0.1:{port}/curator"
     finally:
-        run("pg_ctl", "-D", str(data), "-m", "fast", "-w", "stop")
+        run("pg_ctl", "-D", str(data), "-m", "immediate", "-w", "stop")  # a throwaway cluster
         shutil.rmtree(root, ignore_errors=True)
 
 
