@@ -54,7 +54,6 @@ def test_good_request_is_charged(server: Any, alice: tuple[str, str]) -> None:
     ("key", "words"),
     [
         (None, "missing or invalid"),
-        ("", "missing or invalid"),
         ("not-a-key", "missing or invalid"),
         ("dpk_admin_" + "A" * 43, "missing or invalid"),
         ("dpk_nobody1_" + "A" * 43, "missing or invalid"),
@@ -189,7 +188,7 @@ def test_error_messages_do_not_echo_values(server: Any, alice: tuple[str, str]) 
 def test_every_request_is_audited(server: Any, alice: tuple[str, str]) -> None:
     _post(server, None, json.dumps(GOOD))
     _post(server, alice[1], json.dumps({**GOOD, "epsilon": -1}))
-    rows = server.admin("GET", "/v1/admin/audit?limit=50")["audit"]
+    rows = server.admin("GET", "/v1/admin/audit?limit=10000")["audit"]
     statuses = [(r["status"], r["principal"]) for r in rows if r["kind"] == "request"]
     assert (401, None) in statuses
     assert (400, alice[0]) in statuses
