@@ -110,6 +110,8 @@ class Server:
         self.config = root / "curator.toml"
         self.config.write_text("\n".join(lines) + "\n")
         self.proc: subprocess.Popen[bytes] | None = None
+        # One client for the tests' calls: a new httpx client per call builds an SSL context.
+        self.http = httpx.Client(base_url=self.url, timeout=60)
         self.log = root / "server.log"
         self.start()
 
@@ -129,7 +131,7 @@ class Server:
                 self.proc.wait()
                 raise RuntimeError("server exited:\n" + self.log.read_text()[-3000:])
             try:
-                if httpx.get(self.url + "/v1/noop", timeout=1.0).status_code == 401:
+                if self.http.get("/v1/noop", timeout=1.0).status_code == 401:
                     return
             except httpx.HTTPError:
                 pass
@@ -144,6 +146,7 @@ class Server:
             self.proc.wait()
 
     def stop(self) -> None:
+        self.http.close()
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -152,12 +155,8 @@ class Server:
                 self.kill()
 
     def admin(self, method: str, path: str, body: Any = None) -> Any:
-        r = httpx.request(
-            method,
-            self.url + path,
-            json=body,
-            headers={"Authorization": f"Bearer {self.admin_key}"},
-            timeout=30,
+        r = self.http.request(
+            method, path, json=body, headers={"Authorization": f"Bearer {self.admin_key}"}
         )
         assert r.status_code == 200, r.text
         return r.json()

@@ -32,7 +32,7 @@ def _post(server: Any, key: str | None, content: bytes | str, **headers: str) ->
     h = {"Content-Type": "application/json", **headers}
     if key is not None:
         h["Authorization"] = f"Bearer {key}"
-    return httpx.post(server.url + "/v1/query", content=content, headers=h, timeout=30)
+    return server.http.post("/v1/query", content=content, headers=h)
 
 
 def _check_refused(r: httpx.Response, status: int, words: str) -> None:
@@ -78,16 +78,16 @@ def test_foreign_results_are_not_visible(
 ) -> None:
     r = _post(server, alice[1], json.dumps(GOOD))
     rid = r.json()["id"]
-    mine = httpx.get(f"{server.url}/v1/results/{rid}", headers={"X-API-Key": alice[1]})
+    mine = server.http.get(f"/v1/results/{rid}", headers={"X-API-Key": alice[1]})
     assert mine.status_code == 200 and mine.json()["value"] == r.json()["value"]
-    theirs = httpx.get(f"{server.url}/v1/results/{rid}", headers={"X-API-Key": bob[1]})
+    theirs = server.http.get(f"/v1/results/{rid}", headers={"X-API-Key": bob[1]})
     _check_refused(theirs, 404, "no result")
-    listed = httpx.get(f"{server.url}/v1/results", headers={"X-API-Key": bob[1]}).json()
+    listed = server.http.get(f"/v1/results", headers={"X-API-Key": bob[1]}).json()
     assert all(x["id"] != rid for x in listed["results"])
     # An analyst cannot use admin endpoints.
-    adm = httpx.get(f"{server.url}/v1/admin/ledger", headers={"X-API-Key": bob[1]})
+    adm = server.http.get(f"/v1/admin/ledger", headers={"X-API-Key": bob[1]})
     _check_refused(adm, 403, "admin")
-    adm = httpx.get(f"{server.url}/v1/admin/audit", headers={"X-API-Key": bob[1]})
+    adm = server.http.get(f"/v1/admin/audit", headers={"X-API-Key": bob[1]})
     _check_refused(adm, 403, "admin")
 
 
@@ -164,11 +164,8 @@ def test_oversized_bodies(server: Any, alice: tuple[str, str]) -> None:
         for _ in range(100):
             yield b" " * 1000
 
-    r = httpx.post(
-        server.url + "/v1/query",
-        content=chunks(),
-        headers={"Authorization": f"Bearer {alice[1]}"},
-        timeout=30,
+    r = server.http.post(
+        "/v1/query", content=chunks(), headers={"Authorization": f"Bearer {alice[1]}"}
     )
     _check_refused(r, 413, "larger than")
     assert _spent(server) == before
@@ -200,6 +197,6 @@ def test_every_request_is_audited(server: Any, alice: tuple[str, str]) -> None:
 
 
 def test_openapi_docs_are_served(server: Any) -> None:
-    spec = httpx.get(server.url + "/openapi.json").json()
+    spec = server.http.get("/openapi.json").json()
     assert "/v1/query" in spec["paths"] and "/v1/admin/ledger" in spec["paths"]
-    assert httpx.get(server.url + "/docs").status_code == 200
+    assert server.http.get("/docs").status_code == 200
