@@ -244,3 +244,9 @@ def pg_db(postgres: str) -> str:
     with psycopg.connect(base + "/postgres", autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {name}")
     return f"{base}/{name}"
+
+
+@pytest.fixture(scope="session")
+def survey_spec() -> dict[str, Any]:
+    """The registration of the survey dataset the test services load."""
+    return SURVEY
