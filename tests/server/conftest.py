@@ -209,6 +209,7 @@ def postgres() -> Iterator[str]:
         shutil.chown(root, "postgres")
         os.chmod(root, 0o755)
         as_user = ["runuser", "-u", "postgres", "--"]
+
     def run(*a: str) -> None:
         subprocess.run([*as_user, *a], check=True, capture_output=True, cwd=root)
 

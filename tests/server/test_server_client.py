@@ -106,9 +106,10 @@ def test_refusals_raise_the_library_exceptions(server: Any, client: Curator) -> 
     with pytest.raises(AuthenticationError), Curator(server.url, "dpk_x_" + "a" * 40) as bad:
         bad.budget()
     other = server.admin("POST", "/v1/admin/analysts", {"name": "erin"})
-    with pytest.raises(PermissionDeniedError, match="no budget"), Curator(
-        server.url, other["key"]
-    ) as nob:
+    with (
+        pytest.raises(PermissionDeniedError, match="no budget"),
+        Curator(server.url, other["key"]) as nob,
+    ):
         nob.mean("survey", "age", epsilon=0.1)
 
 

@@ -41,7 +41,7 @@ def test_exactly_k_of_100_concurrent_queries_succeed(
 ) -> None:
     ledger_url = request.getfixturevalue("pg_db") if backend == "postgres" else None
     server = make_server(ledger=ledger_url)
-    aid, key = server.analyst("racer", K * EPS)
+    _, key = server.analyst("racer", K * EPS)
     body = {"dataset": "survey", "query": "mean", "column": "age", "epsilon": EPS}
     codes = _race(server, key, body)
     assert codes.count(200) == K, codes

@@ -84,9 +84,9 @@ def test_dashboard_needs_a_valid_link(server: Any) -> None:
     assert r.status_code == 401
     r = server.http.get("/dashboard/login?token=forged")
     assert r.status_code == 401
-    link = server.http.post(
-        "/v1/dashboard/token", headers={"X-API-Key": server.admin_key}
-    ).json()["url"]
+    link = server.http.post("/v1/dashboard/token", headers={"X-API-Key": server.admin_key}).json()[
+        "url"
+    ]
     assert server.http.get(link, follow_redirects=False).status_code == 303
     server.http.cookies.clear()
     assert server.http.get(link).status_code == 401  # a link works once

@@ -195,7 +195,9 @@ def test_registry_refuses_an_entry_that_spends_more_than_its_price() -> None:
         eps = float(params["epsilon"])
 
         def compute(t: Table, rng: Any, meter: Meter) -> Answer:
-            rel = mean(t.columns["age"], bounds=(0, 100), epsilon=4 * eps, accountant=meter, rng=rng)
+            rel = mean(
+                t.columns["age"], bounds=(0, 100), epsilon=4 * eps, accountant=meter, rng=rng
+            )
             return Answer(rel.value)
 
         return Prepared("mean", eps, 0.0, compute)

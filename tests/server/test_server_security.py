@@ -82,12 +82,12 @@ def test_foreign_results_are_not_visible(
     assert mine.status_code == 200 and mine.json()["value"] == r.json()["value"]
     theirs = server.http.get(f"/v1/results/{rid}", headers={"X-API-Key": bob[1]})
     _check_refused(theirs, 404, "no result")
-    listed = server.http.get(f"/v1/results", headers={"X-API-Key": bob[1]}).json()
+    listed = server.http.get("/v1/results", headers={"X-API-Key": bob[1]}).json()
     assert all(x["id"] != rid for x in listed["results"])
     # An analyst cannot use admin endpoints.
-    adm = server.http.get(f"/v1/admin/ledger", headers={"X-API-Key": bob[1]})
+    adm = server.http.get("/v1/admin/ledger", headers={"X-API-Key": bob[1]})
     _check_refused(adm, 403, "admin")
-    adm = server.http.get(f"/v1/admin/audit", headers={"X-API-Key": bob[1]})
+    adm = server.http.get("/v1/admin/audit", headers={"X-API-Key": bob[1]})
     _check_refused(adm, 403, "admin")
 
 

@@ -45,6 +45,8 @@ class ServerConfig:
     max_body_bytes: int = 65536
     dummy_rows: int = 1000
     datasets: tuple[dict[str, Any], ...] = field(default=())
+    insecure_seed: int | None = None
+    """Seed every answer's noise (reproducible demos and tests only: NOT private in practice)."""
 
 
 def load_config(path: str | os.PathLike[str]) -> ServerConfig:
@@ -78,4 +80,5 @@ def load_config(path: str | os.PathLike[str]) -> ServerConfig:
         max_body_bytes=int(s.get("max_body_bytes", 65536)),
         dummy_rows=int(s.get("dummy_rows", 1000)),
         datasets=tuple(datasets),
+        insecure_seed=None if s.get("insecure_seed") is None else int(s["insecure_seed"]),
     )

@@ -11,6 +11,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from dpkit.errors import DataError, DPKitError
 from dpkit.server._auth import Principal, key_id, new_key, verify_key
 from dpkit.server._config import ServerConfig
@@ -76,6 +78,15 @@ class Curator:
         self.tables: dict[str, Table] = {}
         self.dummies: dict[str, Table] = {}
         self._lock = threading.Lock()
+        seed = config.insecure_seed
+        self._seeds = None if seed is None else np.random.SeedSequence(seed)
+
+    def _rng(self) -> np.random.Generator | None:
+        """``None`` (the secure default), or the next seeded generator of a demo service."""
+        if self._seeds is None:
+            return None
+        with self._lock:
+            return np.random.default_rng(self._seeds.spawn(1)[0])
 
     def start(self) -> None:
         """Migrate the ledger, install the admin key, register configured datasets, load all."""
@@ -175,7 +186,7 @@ class Curator:
             return self._replay(charge)
         meter = Meter(prepared.epsilon, prepared.delta)
         try:
-            answer = prepared.compute(self.tables[schema.name], None, meter)
+            answer = prepared.compute(self.tables[schema.name], self._rng(), meter)
         except Exception as exc:
             refund = not meter.charged
             self.ledger.fail(charge.id, refund=refund)
