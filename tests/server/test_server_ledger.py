@@ -153,3 +153,30 @@ def test_sqlite_pragmas(tmp_path: Path) -> None:
     conn = led._conn()
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+
+
+def test_group_commit_under_threads(ledger: Ledger) -> None:
+    """50 threads charge at once (SQLite: batched in shared transactions, each in a savepoint):
+    exactly the 8 charges that fit go through, and the refused ones leave no trace."""
+    ledger.set_budget("a2", "survey", 1.0, 0.0)
+    start = threading.Barrier(50)
+    outcomes: list[str] = []
+
+    def one(i: int) -> None:
+        start.wait()
+        try:
+            ledger.reserve("a2", "survey", {"query": "count", "i": i}, 0.125, 0.0, f"k{i}")
+            outcomes.append("ok")
+        except BudgetExceededError:
+            outcomes.append("refused")
+        finally:
+            ledger.close()
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(50)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert outcomes.count("ok") == 8 and outcomes.count("refused") == 42
+    assert len(ledger.charges("a2")) == 8
+    assert ledger.check_consistency() == []

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dpkit.errors import BudgetExceededError, DataError
+from dpkit.server._group import GroupCommit
 from dpkit.server._sql import MIGRATIONS, cost_units, from_units, limit_units
 
 __all__ = ["Charge", "Ledger", "NoBudgetError"]
@@ -94,6 +95,7 @@ class Ledger:
         # polling the file lock (whose busy handler sleeps, which gives long latency tails).
         # Other processes are still excluded by BEGIN IMMEDIATE.
         self._write_lock = threading.Lock()
+        self._group = GroupCommit(self._write_lock, self._conn)
 
     # -- connections -------------------------------------------------------------------------
     def _connect(self) -> Any:
@@ -318,6 +320,11 @@ class Ledger:
         eu, du = cost_units(epsilon), cost_units(delta)
         lock = " FOR UPDATE" if self.postgres else ""
         body = json.dumps(request, sort_keys=True)
+        if not self.postgres:  # charges queued together share one transaction and one flush
+            out: Charge = self._group.run(
+                lambda conn: self._reserve(conn, analyst, dataset, body, eu, du, idem_key, "")
+            )
+            return out
         for attempt in range(10):
             try:
                 with self._tx() as conn:
