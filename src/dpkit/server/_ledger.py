@@ -29,6 +29,7 @@ from typing import Any
 
 from dpkit.errors import BudgetExceededError, DataError
 from dpkit.server._group import GroupCommit
+from dpkit.server._ledger_audit import AuditQueries
 from dpkit.server._sql import MIGRATIONS, cost_units, from_units, limit_units
 
 __all__ = ["Charge", "Ledger", "NoBudgetError"]
@@ -72,7 +73,7 @@ def _charge(row: Sequence[Any], replayed: bool = False) -> Charge:
     )
 
 
-class Ledger:
+class Ledger(AuditQueries):
     """Budgets and charges in an SQL database given by URL.
 
     ``sqlite:///path/to/ledger.db`` (or a plain path) for the embedded default, or
@@ -459,66 +460,3 @@ class Ledger:
             sql, args = sql + " WHERE analyst = ?", (analyst,)
         rows = self._exec(sql + " ORDER BY created DESC LIMIT ?", (*args, int(limit)))
         return [_charge(r) for r in rows.fetchall()]
-
-    # -- audit ---------------------------------------------------------------------------------
-    def write_audit(self, rows: Sequence[tuple[Any, ...]]) -> None:
-        """Append rows ``(ts, principal, method, path, dataset, query, status, outcome)``."""
-        if not rows:
-            return
-        with self._tx() as conn:
-            sql = self._sql(
-                "INSERT INTO audit (ts, principal, kind, method, path, dataset, query, status, "
-                "outcome) VALUES (?, ?, 'request', ?, ?, ?, ?, ?, ?)"
-            )
-            for r in rows:
-                conn.execute(sql, r)
-
-    def audit(self, principal: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
-        """The latest audit rows (of one principal, or all), newest first."""
-        sql = (
-            "SELECT id, ts, principal, kind, method, path, dataset, query, epsilon, delta, "
-            "status, outcome FROM audit"
-        )
-        args: tuple[Any, ...] = ()
-        if principal is not None:
-            sql, args = sql + " WHERE principal = ?", (principal,)
-        rows = self._exec(sql + " ORDER BY id DESC LIMIT ?", (*args, int(limit))).fetchall()
-        keys = ("id", "ts", "principal", "kind", "method", "path", "dataset", "query",
-                "epsilon", "delta", "status", "outcome")  # fmt: skip
-        out = []
-        for r in rows:
-            d = dict(zip(keys, r, strict=True))
-            for k in ("epsilon", "delta"):
-                d[k] = None if d[k] is None else from_units(d[k])
-            out.append(d)
-        return out
-
-    def check_consistency(self) -> list[str]:
-        """Problems found in the ledger (empty when consistent): each budget's and dataset's
-        spent equals the sum of its charges that were not refunded, spent ≤ budget, and every
-        released charge has its answer."""
-        problems = []
-        for table, key, where in (
-            ("budgets", "analyst, dataset", "c.analyst = t.analyst AND c.dataset = t.dataset"),
-            ("datasets", "name", "c.dataset = t.name"),
-        ):
-            lim = "epsilon, delta" if table == "budgets" else "total_epsilon, total_delta"
-            rows = self._exec(
-                f"SELECT {key}, spent_epsilon, spent_delta, {lim}, "
-                f"(SELECT COALESCE(SUM(epsilon), 0) FROM charges c WHERE {where} "
-                "AND c.status <> 'refunded'), "
-                f"(SELECT COALESCE(SUM(delta), 0) FROM charges c WHERE {where} "
-                f"AND c.status <> 'refunded') FROM {table} t"
-            ).fetchall()
-            for r in rows:
-                *ids, se, sd, le, ld, ce, cd = r
-                if int(se) != int(ce) or int(sd) != int(cd):
-                    problems.append(f"{table} {ids}: spent {se},{sd} but charges sum {ce},{cd}")
-                if se > le or sd > ld:
-                    problems.append(f"{table} {ids}: spent {se},{sd} over budget {le},{ld}")
-        bad = self._exec(
-            "SELECT COUNT(*) FROM charges WHERE status = 'released' AND result_json IS NULL"
-        ).fetchone()[0]
-        if bad:
-            problems.append(f"{bad} released charges without an answer")
-        return problems
