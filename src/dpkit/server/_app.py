@@ -305,8 +305,12 @@ def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> A
     @app.post("/v1/dashboard/token", summary="A one-time link that opens the dashboard")
     async def token(request: Request) -> Any:
         p = await who(request)
+        now = time.time()
+        for store in (tokens, sessions):  # forget expired links and sessions
+            for k in [k for k, (_, exp) in store.items() if exp < now]:
+                store.pop(k, None)
         t = secrets.token_urlsafe(24)
-        tokens[t] = (p, time.time() + 120)
+        tokens[t] = (p, now + 120)
         return {"url": f"/dashboard/login?token={t}"}
 
     @app.get("/dashboard/login", include_in_schema=False)
