@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 BENCH_VENV := .venv-bench
 BENCH_PY := $(BENCH_VENV)/bin/python
 
-.PHONY: test demo bench lint typecheck pytest clean
+.PHONY: test demo bench lint typecheck pytest clean system-deps
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,7 +20,11 @@ lint: $(VENV)/.installed
 typecheck: $(VENV)/.installed
 	$(VENV)/bin/mypy --strict src
 
-pytest: $(VENV)/.installed
+# The curator's dashboard tests drive a real headless browser; nothing to do when it is there.
+system-deps:
+	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
+
+pytest: $(VENV)/.installed system-deps
 	$(PY) -m pytest -W error
 
 test: lint typecheck pytest

@@ -183,6 +183,9 @@ def _parser() -> argparse.ArgumentParser:
     audit.add_argument("--controls", action="store_true", help="also run the negative controls")
     audit.add_argument("--list", action="store_true", help="list the audits and exit")
     audit.add_argument("--quiet", action="store_true", help="no progress bar")
+    from dpkit.server._cli import register as register_serve
+
+    register_serve(sub)
     return parser
 
 
@@ -192,6 +195,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "audit":
             return _audit(args)
+        if hasattr(args, "func"):
+            return int(args.func(args))
     except DPKitError as exc:
         print(f"dpkit: error: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,27 @@
+"""The Python client of the dpkit curator service (:mod:`dpkit.server`).
+
+>>> from dpkit.client import Curator, RemoteRelease
+>>> RemoteRelease(3.0, (2.0, 4.0), 0.05, 0.5, 0.0, "mean").ci()
+(2.0, 4.0)
+
+Needs the ``server`` extra: ``pip install 'dpkit[server]'``.
+"""
+
+from __future__ import annotations
+
+from dpkit.client._curator import Curator, RemoteRelease
+from dpkit.client._errors import (
+    AuthenticationError,
+    CuratorError,
+    NotFoundError,
+    PermissionDeniedError,
+)
+
+__all__ = [
+    "AuthenticationError",
+    "Curator",
+    "CuratorError",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "RemoteRelease",
+]

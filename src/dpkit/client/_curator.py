@@ -1,0 +1,236 @@
+"""A Python client of the curator service that mirrors :mod:`dpkit.stats`.
+
+``Curator(url, key).mean("table", "col", epsilon=0.5)`` sends the query and returns a
+:class:`RemoteRelease` with ``.value`` and ``.ci()``, like the library's ``Release``. Refusals
+raise the library's exceptions: :class:`~dpkit.errors.BudgetExceededError` when the budget would
+be overspent, :class:`~dpkit.errors.PrivacyParameterError` / :class:`~dpkit.errors.DataError` for
+bad requests (nothing is charged for any of them).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dpkit.client._errors import (
+    AuthenticationError,
+    CuratorError,
+    NotFoundError,
+    PermissionDeniedError,
+)
+from dpkit.errors import BudgetExceededError, DataError, PrivacyParameterError
+
+__all__ = ["Curator", "RemoteRelease"]
+
+
+@dataclass(frozen=True)
+class RemoteRelease:
+    """An answer from the curator: value, its interval at ``alpha``, cost and ledger id."""
+
+    value: Any
+    interval: tuple[Any, Any] | None
+    alpha: float
+    epsilon: float
+    delta: float
+    statistic: str
+    id: str | None = None
+    labels: tuple[str, ...] | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def ci(self, alpha: float | None = None) -> tuple[Any, Any]:
+        """The ``1 − alpha`` noise interval computed by the service (ask with ``alpha=``)."""
+        if alpha is not None and abs(alpha - self.alpha) > 1e-12:
+            raise DataError(
+                f"the service computed the interval at alpha={self.alpha:g}; send alpha= with "
+                "the query for another level."
+            )
+        if self.interval is None:
+            raise CuratorError(f"{self.statistic} has no interval from the released value alone.")
+        return self.interval
+
+    def __float__(self) -> float:
+        return float(self.value)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        return np.asarray(self.value, dtype=dtype)
+
+
+def _raise(status: int, body: Any) -> None:
+    err = body.get("error", {}) if isinstance(body, dict) else {}
+    msg = str(err.get("message", f"HTTP {status}"))
+    kind = err.get("type")
+    if status == 402 or kind == "BudgetExceededError":
+        rem = err.get("remaining")
+        raise BudgetExceededError(msg, remaining=rem)
+    if status == 401:
+        raise AuthenticationError(msg, status=status)
+    if status == 403:
+        raise PermissionDeniedError(msg, status=status)
+    if status == 404:
+        raise NotFoundError(msg, status=status)
+    if kind == "PrivacyParameterError":
+        raise PrivacyParameterError(msg)
+    if status in (400, 413, 422):
+        raise DataError(msg)
+    raise CuratorError(msg, status=status)
+
+
+class Curator:
+    """Client of a dpkit curator service.
+
+    Parameters
+    ----------
+    url : str
+        Base URL, e.g. ``"http://127.0.0.1:8700"``.
+    key : str
+        The analyst's (or admin's) API key.
+    timeout : float
+        Seconds per request.
+
+    Every query method takes ``epsilon`` (and ``delta``) keyword-only, like :mod:`dpkit.stats`,
+    plus ``dry_run=True`` (validate and price only, free) or ``dummy=True`` (run on the public
+    dummy dataset, free). Each query carries an idempotency key, so a retried request (same
+    ``idempotency_key=``) is never charged twice.
+
+    Examples
+    --------
+    ::
+
+        c = Curator("http://127.0.0.1:8700", key)
+        m = c.mean("survey", "age", epsilon=0.5)
+        m.value, m.ci()
+    """
+
+    def __init__(self, url: str, key: str, *, timeout: float = 60.0) -> None:
+        try:
+            import httpx
+        except ImportError as exc:  # pragma: no cover - the server extra installs it
+            raise ImportError("dpkit.client needs pip install 'dpkit[server]'") from exc
+        self._http = httpx.Client(
+            base_url=url, timeout=timeout, headers={"Authorization": f"Bearer {key}"}
+        )
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    def __enter__(self) -> Curator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, method: str, path: str, json: Any = None) -> Any:
+        r = self._http.request(method, path, json=json)
+        try:
+            body = r.json()
+        except ValueError:
+            body = None
+        if r.status_code >= 400:
+            _raise(r.status_code, body)
+        return body
+
+    # -- queries --------------------------------------------------------------------------------
+    def query(self, dataset: str, query: str, **params: Any) -> Any:
+        """Send one query (any registered type); returns a :class:`RemoteRelease`, or the
+        price (a dict) for ``dry_run=True``."""
+        body = {"dataset": dataset, "query": query, **params}
+        if not body.get("dry_run") and not body.get("dummy"):
+            body.setdefault("idempotency_key", uuid.uuid4().hex)
+        out = self._call("POST", "/v1/query", body)
+        if out.get("dry_run"):
+            return out
+        return _release(out)
+
+    def count(self, dataset: str, *, epsilon: float, **kw: Any) -> Any:
+        """Private number of rows."""
+        return self.query(dataset, "count", epsilon=epsilon, **kw)
+
+    def sum(self, dataset: str, column: str, *, epsilon: float, **kw: Any) -> Any:
+        """Private sum of a column (clamped to its public bounds, or ``bounds=``)."""
+        return self.query(dataset, "sum", column=column, epsilon=epsilon, **kw)
+
+    def mean(self, dataset: str, column: str, *, epsilon: float, **kw: Any) -> Any:
+        """Private mean of a column."""
+        return self.query(dataset, "mean", column=column, epsilon=epsilon, **kw)
+
+    def var(self, dataset: str, column: str, *, epsilon: float, **kw: Any) -> Any:
+        """Private variance of a column."""
+        return self.query(dataset, "var", column=column, epsilon=epsilon, **kw)
+
+    def std(self, dataset: str, column: str, *, epsilon: float, **kw: Any) -> Any:
+        """Private standard deviation of a column."""
+        return self.query(dataset, "std", column=column, epsilon=epsilon, **kw)
+
+    def cov(self, dataset: str, x: str, y: str, *, epsilon: float, **kw: Any) -> Any:
+        """Private covariance of two columns."""
+        return self.query(dataset, "cov", columns=[x, y], epsilon=epsilon, **kw)
+
+    def corr(self, dataset: str, x: str, y: str, *, epsilon: float, **kw: Any) -> Any:
+        """Private Pearson correlation of two columns."""
+        return self.query(dataset, "corr", columns=[x, y], epsilon=epsilon, **kw)
+
+    def quantile(
+        self, dataset: str, column: str, q: float | list[float], *, epsilon: float, **kw: Any
+    ) -> Any:
+        """Private quantile(s) (exponential mechanism; ε is split between them)."""
+        qs = list(q) if isinstance(q, list | tuple) else [q]
+        rel = self.query(dataset, "quantiles", column=column, q=qs, epsilon=epsilon, **kw)
+        if not isinstance(q, list | tuple) and isinstance(rel, RemoteRelease):
+            return RemoteRelease(rel.value[0], None, rel.alpha, rel.epsilon, rel.delta,
+                                 rel.statistic, rel.id, None, rel.raw)  # fmt: skip
+        return rel
+
+    def median(self, dataset: str, column: str, *, epsilon: float, **kw: Any) -> Any:
+        """Private median."""
+        return self.quantile(dataset, column, 0.5, epsilon=epsilon, **kw)
+
+    def histogram(self, dataset: str, column: str, *, epsilon: float, **kw: Any) -> Any:
+        """Private histogram (categories of a categorical column, or ``bins=``)."""
+        return self.query(dataset, "histogram", column=column, epsilon=epsilon, **kw)
+
+    # -- the rest of the API ----------------------------------------------------------------------
+    def result(self, result_id: str) -> RemoteRelease:
+        """Fetch a past answer again (no charge)."""
+        return _release(self._call("GET", f"/v1/results/{result_id}"))
+
+    def results(self, limit: int = 100) -> list[dict[str, Any]]:
+        """Your past answers, newest first."""
+        out: list[dict[str, Any]] = self._call("GET", f"/v1/results?limit={int(limit)}")["results"]
+        return out
+
+    def budget(self) -> list[dict[str, Any]]:
+        """Your budgets: total, spent and remaining ε and δ per dataset."""
+        out: list[dict[str, Any]] = self._call("GET", "/v1/me")["budgets"]
+        return out
+
+    def datasets(self) -> list[dict[str, Any]]:
+        """The public schemas of the datasets."""
+        out: list[dict[str, Any]] = self._call("GET", "/v1/datasets")["datasets"]
+        return out
+
+    def admin(self, method: str, path: str, body: Any = None) -> Any:
+        """Call an admin endpoint (``/v1/admin/...``) with this client's key."""
+        return self._call(method, path, body)
+
+
+def _release(out: dict[str, Any]) -> RemoteRelease:
+    ci = out.get("ci")
+    labels = out.get("labels")
+    value = out.get("value")
+    return RemoteRelease(
+        value=np.asarray(value) if isinstance(value, list) else value,
+        interval=None if ci is None else (
+            np.asarray(ci[0]) if isinstance(ci[0], list) else ci[0],
+            np.asarray(ci[1]) if isinstance(ci[1], list) else ci[1]),
+        alpha=float(out.get("alpha", 0.05)),
+        epsilon=float(out.get("epsilon", 0.0)),
+        delta=float(out.get("delta", 0.0)),
+        statistic=str(out.get("query")),
+        id=out.get("id"),
+        labels=None if labels is None else tuple(labels),
+        raw=out,
+    )  # fmt: skip

@@ -1,0 +1,333 @@
+"""The HTTP face of the curator: a FastAPI (ASGI) application with OpenAPI docs at ``/docs``.
+
+Every error is a JSON body ``{"error": {"type": ..., "message": ...}}`` with a 4xx status when the
+request was at fault; messages never echo data values. Nothing is charged unless the response
+carries an answer (or the service failed after charging, which the message says).
+"""
+
+# No `from __future__ import annotations`: FastAPI reads the endpoints' annotations at run time,
+# and Request is imported inside create_app (lazily, for the install hint).
+
+import json
+import secrets
+import time
+from collections.abc import Callable
+from typing import Any
+
+from dpkit.errors import BudgetExceededError, DataError, DPKitError, PrivacyParameterError
+from dpkit.server._audit import AuditWriter
+from dpkit.server._auth import Principal
+from dpkit.server._config import ServerConfig
+from dpkit.server._dashboard import dashboard_page
+from dpkit.server._ledger import NoBudgetError
+from dpkit.server._registry import QueryRegistry
+from dpkit.server._service import (
+    AuthError,
+    Curator,
+    ForbiddenError,
+    NotFoundError,
+    QueryFailedError,
+    result_json,
+)
+
+__all__ = ["create_app"]
+
+
+class BodyTooLarge(DPKitError):
+    """The request body is larger than ``max_body_bytes`` (HTTP 413)."""
+
+
+_STATUS: tuple[tuple[type[BaseException], int], ...] = (
+    (BodyTooLarge, 413),
+    (AuthError, 401),
+    (NoBudgetError, 403),
+    (ForbiddenError, 403),
+    (NotFoundError, 404),
+    (BudgetExceededError, 402),
+    (QueryFailedError, 500),
+    (PrivacyParameterError, 400),
+    (DataError, 400),
+)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError("NaN and Infinity are not JSON numbers")
+
+
+class _AuditMiddleware:
+    """Queue one audit row per HTTP request (pure ASGI: no per-request task overhead)."""
+
+    def __init__(self, app: Any, writer: Callable[[], AuditWriter | None]) -> None:
+        self.app = app
+        self.writer = writer
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = [500]
+
+        async def send_status(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            w = self.writer()
+            if w is not None:
+                st = scope.get("state", {})
+                path = str(scope.get("path", ""))[:200]
+                row = (time.time(), st.get("principal"), scope.get("method"), path)
+                w.add((*row, st.get("dataset"), st.get("query"), status[0], st.get("outcome")))
+
+
+def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> Any:
+    """The ASGI application of a curator service configured by ``config``.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from dpkit.server import ServerConfig, create_app
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> app = create_app(ServerConfig(ledger=str(d / "l.db"), data_dir=d, import_dir=d))
+    >>> app.title
+    'dpkit curator'
+    """
+    try:
+        from fastapi import FastAPI, Request
+        from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+        from starlette.concurrency import run_in_threadpool
+    except ImportError as exc:  # pragma: no cover - the server extra installs it
+        raise ImportError("the curator service needs pip install 'dpkit[server]'") from exc
+
+    from contextlib import asynccontextmanager
+
+    curator = Curator(config, registry)
+    state: dict[str, Any] = {"audit": None}
+    tokens: dict[str, tuple[Principal, float]] = {}
+    sessions: dict[str, tuple[Principal, float]] = {}
+
+    @asynccontextmanager
+    async def lifespan(_app: Any) -> Any:
+        await run_in_threadpool(curator.start)
+        state["audit"] = AuditWriter(curator.ledger)
+        yield
+        state["audit"].close()
+
+    app = FastAPI(
+        title="dpkit curator",
+        description="Differentially private queries on datasets the curator keeps, under "
+        "per-analyst budgets recorded in a crash-safe ledger.",
+        version="1",
+        lifespan=lifespan,
+    )
+    app.state.curator = curator
+    app.add_middleware(_AuditMiddleware, writer=lambda: state["audit"])
+
+    def error(exc: BaseException, request: Request) -> Response:
+        code = next((c for t, c in _STATUS if isinstance(exc, t)), 500)
+        if code == 500 and not isinstance(exc, QueryFailedError):
+            msg, name = "internal error; nothing was released.", "InternalError"
+        else:
+            msg, name = str(exc), type(exc).__name__
+        request.state.outcome = f"{name}"
+        body: dict[str, Any] = {"error": {"type": name, "message": msg}}
+        if isinstance(exc, BudgetExceededError) and isinstance(exc.remaining, tuple):
+            body["error"]["remaining"] = {"epsilon": exc.remaining[0], "delta": exc.remaining[1]}
+        return JSONResponse(body, status_code=code)
+
+    @app.exception_handler(DPKitError)
+    async def _known(request: Request, exc: DPKitError) -> Response:
+        return error(exc, request)
+
+    @app.exception_handler(Exception)
+    async def _unhandled(request: Request, exc: Exception) -> Response:
+        return error(exc, request)
+
+    async def who(request: Request, cookie: bool = False) -> Principal:
+        auth = request.headers.get("authorization", "")
+        key = auth[7:].strip() if auth.lower().startswith("bearer ") else None
+        key = key or request.headers.get("x-api-key")
+        if key is None and cookie:
+            sess = sessions.get(request.cookies.get("dpkit_session", ""))
+            if sess is not None and sess[1] > time.time():
+                request.state.principal = sess[0].id
+                return sess[0]
+        p = await run_in_threadpool(curator.authenticate, key)
+        request.state.principal = p.id
+        return p
+
+    def admin(p: Principal) -> None:
+        if p.role != "admin":
+            raise ForbiddenError("this needs the admin's key.")
+
+    async def body(request: Request) -> Any:
+        limit = config.max_body_bytes
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > limit):
+            raise BodyTooLarge(f"the request body is larger than {limit} bytes.")
+        buf = bytearray()
+        async for chunk in request.stream():
+            buf += chunk
+            if len(buf) > limit:
+                raise BodyTooLarge(f"the request body is larger than {limit} bytes.")
+        try:
+            return json.loads(bytes(buf), parse_constant=_reject_constant)
+        except (ValueError, RecursionError) as exc:
+            raise DataError(
+                "the request body is not valid JSON (NaN and Infinity are not allowed)."
+            ) from exc
+
+    query_schema = {
+        "type": "object",
+        "required": ["dataset", "query", "epsilon"],
+        "properties": {
+            "dataset": {"type": "string"},
+            "query": {"type": "string", "enum": curator.registry.names()},
+            "epsilon": {"type": "number", "exclusiveMinimum": 0},
+            "delta": {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
+            "column": {"type": "string"},
+            "columns": {"type": "array", "items": {"type": "string"}},
+            "bounds": {"type": "array"},
+            "q": {"type": "array", "items": {"type": "number"}},
+            "bins": {},
+            "alpha": {"type": "number"},
+            "dry_run": {"type": "boolean"},
+            "dummy": {"type": "boolean"},
+            "idempotency_key": {"type": "string"},
+        },
+    }
+    content = {"application/json": {"schema": query_schema}}
+    json_body = {"requestBody": {"required": True, "content": content}}
+
+    @app.post("/v1/query", openapi_extra=json_body, summary="Run (or dry-run) a private query")
+    async def query(request: Request) -> Any:
+        p = await who(request)
+        b = await body(request)
+        if isinstance(b, dict):
+            request.state.dataset = str(b.get("dataset"))[:64]
+            request.state.query = str(b.get("query"))[:32]
+        out = await run_in_threadpool(curator.query, p, b, request.headers.get("idempotency-key"))
+        request.state.outcome = "released" if "id" in out else "free"
+        return out
+
+    @app.get("/v1/noop", summary="Authenticate and do nothing (the service's speed limit)")
+    async def noop(request: Request) -> Any:
+        await who(request)
+        return {"ok": True}
+
+    @app.get("/v1/datasets", summary="Public schemas of the datasets and the query types")
+    async def datasets(request: Request) -> Any:
+        await who(request)
+        return {"datasets": [t.schema.to_dict() for t in curator.tables.values()],
+                "queries": curator.registry.names()}  # fmt: skip
+
+    @app.get("/v1/me", summary="Who you are and your budgets")
+    async def me(request: Request) -> Any:
+        p = await who(request)
+        budgets = await run_in_threadpool(curator.ledger.budgets, p.id)
+        return {"id": p.id, "name": p.name, "role": p.role, "budgets": budgets}
+
+    @app.get("/v1/results", summary="Your past answers (the admin: everyone's)")
+    async def results(request: Request, limit: int = 100) -> Any:
+        p = await who(request)
+        mine = None if p.role == "admin" else p.id
+        rows = await run_in_threadpool(curator.ledger.charges, mine, max(1, min(limit, 1000)))
+        return {"results": [result_json(c) for c in rows]}
+
+    @app.get("/v1/results/{cid}", summary="One past answer, fetched again (no new charge)")
+    async def result(request: Request, cid: str) -> Any:
+        p = await who(request)
+        return await run_in_threadpool(curator.result, p, cid)
+
+    @app.post("/v1/admin/analysts", summary="Create an analyst (the key is shown once)")
+    async def add_analyst(request: Request) -> Any:
+        admin(await who(request))
+        b = await body(request)
+        if not isinstance(b, dict) or set(b) != {"name"}:
+            raise DataError('send {"name": "..."}.')
+        return await run_in_threadpool(curator.add_analyst, b["name"])
+
+    @app.get("/v1/admin/analysts", summary="Every principal")
+    async def analysts(request: Request) -> Any:
+        admin(await who(request))
+        return {"principals": await run_in_threadpool(curator.ledger.principals)}
+
+    @app.post("/v1/admin/datasets", summary="Register a dataset from the import directory")
+    async def add_dataset(request: Request) -> Any:
+        admin(await who(request))
+        return await run_in_threadpool(curator.register_dataset, await body(request))
+
+    @app.get("/v1/admin/datasets", summary="Datasets with their total and spent budgets")
+    async def admin_datasets(request: Request) -> Any:
+        admin(await who(request))
+        return {"datasets": await run_in_threadpool(curator.ledger.datasets)}
+
+    @app.put("/v1/admin/budgets", summary="Set an analyst's budget on a dataset")
+    async def set_budget(request: Request) -> Any:
+        admin(await who(request))
+        b = await body(request)
+        if not isinstance(b, dict) or set(b) - {"analyst", "dataset", "epsilon", "delta"}:
+            raise DataError('send {"analyst": id, "dataset": name, "epsilon": e, "delta": d}.')
+        vals = [b.get("epsilon"), b.get("delta", 0.0)]
+        for v in vals:
+            if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < 1e6:
+                raise DataError("epsilon and delta must be numbers in [0, 1e6).")
+        eps, dlt = float(vals[0]), float(vals[1])
+        if not dlt < 1:
+            raise DataError("delta must be below 1.")
+        await run_in_threadpool(
+            curator.ledger.set_budget, str(b.get("analyst")), str(b.get("dataset")), eps, dlt
+        )
+        return {"ok": True}
+
+    @app.get("/v1/admin/budgets", summary="Every budget")
+    async def budgets(request: Request) -> Any:
+        admin(await who(request))
+        return {"budgets": await run_in_threadpool(curator.ledger.budgets)}
+
+    @app.get("/v1/admin/ledger", summary="The latest charges")
+    async def ledger(request: Request, limit: int = 100) -> Any:
+        admin(await who(request))
+        rows = await run_in_threadpool(curator.ledger.charges, None, max(1, min(limit, 10_000)))
+        return {"charges": [result_json(c) for c in rows]}
+
+    @app.get("/v1/admin/audit", summary="The audit log of requests and charges")
+    async def audit(request: Request, principal: str | None = None, limit: int = 200) -> Any:
+        admin(await who(request))
+        if state["audit"] is not None:
+            await run_in_threadpool(state["audit"].flush)
+        rows = await run_in_threadpool(curator.ledger.audit, principal, max(1, min(limit, 10_000)))
+        return {"audit": rows}
+
+    @app.post("/v1/dashboard/token", summary="A one-time link that opens the dashboard")
+    async def token(request: Request) -> Any:
+        p = await who(request)
+        now = time.time()
+        for store in (tokens, sessions):  # forget expired links and sessions
+            for k in [k for k, (_, exp) in store.items() if exp < now]:
+                store.pop(k, None)
+        t = secrets.token_urlsafe(24)
+        tokens[t] = (p, now + 120)
+        return {"url": f"/dashboard/login?token={t}"}
+
+    @app.get("/dashboard/login", include_in_schema=False)
+    async def login(token: str = "") -> Any:
+        entry = tokens.pop(token, None)
+        if entry is None or entry[1] < time.time():
+            raise AuthError("this dashboard link is invalid or expired; ask for a new one.")
+        sid = secrets.token_urlsafe(24)
+        sessions[sid] = (entry[0], time.time() + 8 * 3600)
+        resp = RedirectResponse("/dashboard", status_code=303)
+        resp.set_cookie("dpkit_session", sid, httponly=True, samesite="strict")
+        return resp
+
+    @app.get("/dashboard", include_in_schema=False)
+    async def dashboard(request: Request) -> Any:
+        p = await who(request, cookie=True)
+        html = await run_in_threadpool(dashboard_page, curator, p)
+        return HTMLResponse(html)
+
+    return app

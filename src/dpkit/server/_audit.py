@@ -1,0 +1,54 @@
+"""The request audit log: one row per HTTP request, written in batches by a background thread.
+
+Every *charge* is audited inside its own ledger transaction (:meth:`Ledger.reserve`), so a charge
+and its audit row are durable together. The per-request rows (who, when, what, status, outcome)
+are queued and written every ``interval`` seconds in one transaction, so that auditing does not
+add a disk flush to every request; a crash can lose at most the last interval's request rows,
+never a charge's.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Any
+
+from dpkit.server._ledger import Ledger
+
+__all__ = ["AuditWriter"]
+
+
+class AuditWriter:
+    """Queue audit rows and write them in batches (call :meth:`close` to flush and stop)."""
+
+    def __init__(self, ledger: Ledger, interval: float = 0.2) -> None:
+        self._ledger = ledger
+        self._interval = interval
+        self._queue: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="dpkit-audit", daemon=True)
+        self._thread.start()
+
+    def add(self, row: tuple[Any, ...]) -> None:
+        """Queue ``(ts, principal, method, path, dataset, query, status, outcome)``."""
+        self._queue.put(row)
+
+    def flush(self) -> None:
+        """Write every queued row now."""
+        rows = []
+        while True:
+            try:
+                rows.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        self._ledger.write_audit(rows)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            self.flush()
+        self.flush()
+
+    def close(self) -> None:
+        """Flush and stop the writer."""
+        self._stop.set()
+        self._thread.join(timeout=10)

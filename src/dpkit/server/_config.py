@@ -1,0 +1,84 @@
+"""The service's configuration file (``curator.toml``); see ``docs/server.md``.
+
+Example::
+
+    [server]
+    host = "127.0.0.1"
+    port = 8700
+    ledger = "ledger.db"                  # SQLite file, or postgresql://user@host:port/db
+    data_dir = "data"                     # cleaned datasets
+    import_dir = "imports"                # where the admin's CSV/Parquet files are read from
+    admin_key_hash = "sha256:..."         # from `dpkit serve --new-admin-key`
+    max_body_bytes = 65536
+
+    [[datasets]]                          # registered (cleaned) at start if not yet stored
+    name = "survey"
+    source = "survey.csv"
+    total_epsilon = 10.0
+    total_delta = 1e-6
+    columns = [{name = "age", type = "float", bounds = [0, 100]}]
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dpkit.errors import DataError
+
+__all__ = ["ServerConfig", "load_config"]
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Settings of one curator service (paths already resolved)."""
+
+    ledger: str
+    data_dir: Path
+    import_dir: Path
+    admin_key_hash: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8700
+    max_body_bytes: int = 65536
+    dummy_rows: int = 1000
+    datasets: tuple[dict[str, Any], ...] = field(default=())
+    insecure_seed: int | None = None
+    """Seed every answer's noise (reproducible demos and tests only: NOT private in practice)."""
+
+
+def load_config(path: str | os.PathLike[str]) -> ServerConfig:
+    """Read a ``curator.toml``; relative paths are taken from the file's folder.
+
+    The admin key hash may also come from the environment variable ``DPKIT_ADMIN_KEY_HASH``.
+    """
+    p = Path(path)
+    try:
+        raw = tomllib.loads(p.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise DataError(f"cannot read the configuration file: {exc}") from exc
+    s = raw.get("server", {})
+    base = p.resolve().parent
+    ledger = str(s.get("ledger", "ledger.db"))
+    if not ledger.startswith(("postgresql://", "postgres://", "sqlite:")):
+        ledger = str(base / ledger)
+    key_hash = s.get("admin_key_hash") or os.environ.get("DPKIT_ADMIN_KEY_HASH")
+    if key_hash is not None and not (isinstance(key_hash, str) and key_hash.startswith("sha256:")):
+        raise DataError("admin_key_hash must be 'sha256:<hex>' (see dpkit serve --new-admin-key).")
+    datasets = raw.get("datasets", [])
+    if not isinstance(datasets, list):
+        raise DataError("[[datasets]] must be an array of tables.")
+    return ServerConfig(
+        ledger=ledger,
+        data_dir=base / str(s.get("data_dir", "data")),
+        import_dir=base / str(s.get("import_dir", "imports")),
+        admin_key_hash=key_hash,
+        host=str(s.get("host", "127.0.0.1")),
+        port=int(s.get("port", 8700)),
+        max_body_bytes=int(s.get("max_body_bytes", 65536)),
+        dummy_rows=int(s.get("dummy_rows", 1000)),
+        datasets=tuple(datasets),
+        insecure_seed=None if s.get("insecure_seed") is None else int(s["insecure_seed"]),
+    )

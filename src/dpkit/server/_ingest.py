@@ -1,0 +1,119 @@
+"""Reading an admin's CSV or Parquet file into a cleaned :class:`Table`, and storing it.
+
+Only the admin registers data, from a file under the configured import directory; the path is
+resolved and must stay inside that directory (no ``..``, no symbolic link out of it). Cleaning
+follows the policy of :mod:`dpkit.server._schema`. Cleaned columns are stored as ``.npy`` files in
+the service's data directory, one folder per dataset, and loaded back at start.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dpkit.errors import DataError
+from dpkit.server._schema import DatasetSchema, Table, clean_column
+
+__all__ = ["load_table", "read_source", "resolve_source", "store_table"]
+
+MIN_ROWS = 2
+"""Registration refuses fewer rows: the statistics need a non-empty array, and the admin (who
+sees the data) is the one told, before any analyst can query it."""
+
+
+def resolve_source(import_dir: Path, source: object) -> Path:
+    """The file ``source`` names inside ``import_dir``; :class:`DataError` if it escapes it."""
+    if not isinstance(source, str) or not source or "\0" in source or len(source) > 255:
+        raise DataError("source must be a relative file name inside the import directory.")
+    base = import_dir.resolve()
+    path = (base / source).resolve()
+    if base not in path.parents:
+        raise DataError("source must be a file inside the import directory (no '..').")
+    if path.suffix.lower() not in (".csv", ".parquet"):
+        raise DataError("source must be a .csv or .parquet file.")
+    if not path.is_file():
+        raise DataError("source file not found in the import directory.")
+    return path
+
+
+def read_source(path: Path, schema: DatasetSchema) -> Table:
+    """Read the schema's columns from a CSV or Parquet file and clean them."""
+    try:
+        import pyarrow as pa  # type: ignore[import-untyped]
+        import pyarrow.csv as pacsv  # type: ignore[import-untyped]
+        import pyarrow.parquet as pq  # type: ignore[import-untyped]
+    except ImportError as exc:  # pragma: no cover - the server extra installs it
+        raise ImportError("reading datasets needs pyarrow: pip install 'dpkit[server]'") from exc
+    names = [c.name for c in schema.columns]
+    try:
+        if path.suffix.lower() == ".csv":
+            # Every column is read as text, then parsed by the cleaning policy: a stray value in a
+            # numeric column must become missing, not fail the whole file or change its type.
+            opts = pacsv.ConvertOptions(
+                column_types={n: pa.string() for n in names}, include_columns=names
+            )
+            table = pacsv.read_csv(path, convert_options=opts)
+        else:
+            table = pq.read_table(path, columns=names)
+    except (pa.ArrowInvalid, KeyError, OSError) as exc:
+        raise DataError(
+            "could not read the file with the schema's columns; check that the file has a "
+            "header naming every column of the schema."
+        ) from exc
+    cols: dict[str, Any] = {}
+    for col in schema.columns:
+        arr = table.column(col.name)
+        if col.type != "category" and pa.types.is_string(arr.type):
+            arr = _parse_numbers(arr)
+        if col.type == "category":
+            values: Any = arr.to_pylist()
+        else:
+            values = np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.float64)
+        cols[col.name] = clean_column(col, values)
+    out = Table(schema, cols)
+    if out.rows < MIN_ROWS:
+        raise DataError(f"a dataset needs at least {MIN_ROWS} rows to be registered.")
+    return out
+
+
+def _parse_numbers(arr: Any) -> Any:
+    """Text to float64, with unparsable or empty cells as null (then filled by the policy)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc  # type: ignore[import-untyped]
+
+    text = pc.utf8_trim_whitespace(arr)
+    ok = pc.match_substring_regex(
+        text, r"^[+-]?(\d+\.?\d*([eE][+-]?\d+)?|\.\d+([eE][+-]?\d+)?|inf|Infinity|nan|NaN)$"
+    )
+    kept = pc.if_else(ok, text, pa.scalar(None, pa.string()))
+    return pc.cast(kept, pa.float64())
+
+
+def store_table(data_dir: Path, table: Table) -> None:
+    """Write the cleaned columns atomically (a crash leaves the old version or the new one)."""
+    folder = data_dir / table.schema.name
+    tmp = data_dir / f".{table.schema.name}.tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    for name, values in table.columns.items():
+        np.save(tmp / f"{name}.npy", values, allow_pickle=False)
+    (tmp / "schema.json").write_text(json.dumps(table.schema.to_dict()))
+    if folder.exists():
+        old = data_dir / f".{table.schema.name}.old"
+        os.replace(folder, old)
+        os.replace(tmp, folder)
+        for f in old.iterdir():
+            f.unlink()
+        old.rmdir()
+    else:
+        os.replace(tmp, folder)
+
+
+def load_table(data_dir: Path, schema: DatasetSchema) -> Table:
+    """Load a stored dataset's cleaned columns."""
+    folder = data_dir / schema.name
+    cols = {c.name: np.load(folder / f"{c.name}.npy", allow_pickle=False) for c in schema.columns}
+    return Table(schema, cols)

@@ -1,0 +1,462 @@
+"""The privacy ledger: budgets, charges and the audit log, in SQLite or PostgreSQL.
+
+The charge protocol (the sound one of ``docs/server.md``; the mistakes it avoids are a budget
+checked before computing and charged after, and an answer archived outside the charge):
+
+1. the query is validated and priced from the request alone (no data read);
+2. **one transaction** checks the analyst's budget and the dataset's total, inserts a
+   ``reserved`` charge row, adds the cost to both, and writes an audit row; it is durable before
+   any noise is drawn (SQLite: ``BEGIN IMMEDIATE`` in WAL mode with ``synchronous=FULL``;
+   PostgreSQL: ``SELECT … FOR UPDATE`` on the dataset and budget rows);
+3. the answer is computed and stored in the same row, marked ``released``;
+4. a charge is refunded only if the computation failed before drawing noise. After a crash,
+   rows still ``reserved`` stay charged.
+
+So after ``kill -9`` at any moment the ledger holds every charge, and no released answer lacks one.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from dpkit.errors import BudgetExceededError, DataError
+from dpkit.server._group import GroupCommit
+from dpkit.server._ledger_audit import AuditQueries
+from dpkit.server._sql import MIGRATIONS, cost_units, from_units, limit_units
+
+__all__ = ["Charge", "Ledger", "NoBudgetError"]
+
+
+class NoBudgetError(DataError):
+    """The analyst has no budget on this dataset (or the dataset does not exist)."""
+
+
+@dataclass(frozen=True)
+class Charge:
+    """One row of the ledger (amounts as floats)."""
+
+    id: str
+    analyst: str
+    dataset: str
+    request: dict[str, Any]
+    epsilon: float
+    delta: float
+    status: str
+    result: dict[str, Any] | None
+    created: float
+    replayed: bool = False
+
+
+_COLS = "id, analyst, dataset, request_json, epsilon, delta, status, result_json, created"
+
+
+def _charge(row: Sequence[Any], replayed: bool = False) -> Charge:
+    return Charge(
+        row[0],
+        row[1],
+        row[2],
+        json.loads(row[3]),
+        from_units(row[4]),
+        from_units(row[5]),
+        row[6],
+        None if row[7] is None else json.loads(row[7]),
+        row[8],
+        replayed,
+    )
+
+
+class Ledger(AuditQueries):
+    """Budgets and charges in an SQL database given by URL.
+
+    ``sqlite:///path/to/ledger.db`` (or a plain path) for the embedded default, or
+    ``postgresql://user@host:port/db``. One connection per thread.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> from dpkit.server import Ledger
+    >>> led = Ledger(os.path.join(tempfile.mkdtemp(), "ledger.db"))
+    >>> led.migrate()
+    1
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.postgres = url.startswith(("postgresql://", "postgres://"))
+        self._local = threading.local()
+        # SQLite has one writer at a time; threads of this process queue on a lock instead of
+        # polling the file lock (whose busy handler sleeps, which gives long latency tails).
+        # Other processes are still excluded by BEGIN IMMEDIATE.
+        self._write_lock = threading.Lock()
+        self._group = GroupCommit(self._write_lock, self._conn)
+
+    # -- connections -------------------------------------------------------------------------
+    def _connect(self) -> Any:
+        if self.postgres:
+            try:
+                import psycopg
+            except ImportError as exc:  # pragma: no cover - the server extra installs it
+                raise ImportError("a PostgreSQL ledger needs pip install 'dpkit[server]'") from exc
+            return psycopg.connect(self.url, autocommit=True)
+        path = self.url.removeprefix("sqlite:///") if self.url.startswith("sqlite:") else self.url
+        conn = sqlite3.connect(path, timeout=60.0, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        # FULL: a commit is on disk (WAL fsynced) before it returns, so a charge survives power
+        # loss, not only a crash of the process (NORMAL only guarantees the latter).
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("PRAGMA busy_timeout=60000")
+        return conn
+
+    def _conn(self) -> Any:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = self._connect()
+        return conn
+
+    def close(self) -> None:
+        """Close this thread's connection."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    def _sql(self, sql: str) -> str:
+        return sql.replace("?", "%s") if self.postgres else sql
+
+    def _exec(self, sql: str, args: Sequence[Any] = ()) -> Any:
+        return self._conn().execute(self._sql(sql), tuple(args))
+
+    @contextmanager
+    def _tx(self, durable: bool = True) -> Iterator[Any]:
+        """One write transaction; SQLite takes the write lock at BEGIN, so read-then-write is
+        safe. ``durable=False`` skips the SQLite commit's own disk flush (see :meth:`release`)."""
+        sqlite = not self.postgres
+        if sqlite:
+            self._write_lock.acquire()
+        try:
+            conn = self._conn()
+            if sqlite and not durable:
+                conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("BEGIN IMMEDIATE" if sqlite else "BEGIN")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        finally:
+            if sqlite:
+                if not durable:
+                    self._conn().execute("PRAGMA synchronous=FULL")
+                self._write_lock.release()
+
+    # -- schema --------------------------------------------------------------------------------
+    def migrate(self) -> int:
+        """Apply the migrations not applied yet; returns the schema version."""
+        serial = "BIGSERIAL PRIMARY KEY" if self.postgres else "INTEGER PRIMARY KEY AUTOINCREMENT"
+        with self._tx() as conn:
+            if self.postgres:
+                conn.execute("SELECT pg_advisory_xact_lock(424242)")
+            conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+            row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
+            version = row[0] or 0
+            for i, steps in enumerate(MIGRATIONS[version:], start=version + 1):
+                for step in steps:
+                    conn.execute(step.format(serial=serial))
+                conn.execute(self._sql("INSERT INTO schema_version VALUES (?)"), (i,))
+        return len(MIGRATIONS)
+
+    # -- principals ----------------------------------------------------------------------------
+    def add_principal(self, pid: str, name: str, role: str, key_hash: str) -> None:
+        """Add an admin or analyst (``key_hash`` is the SHA-256 of the key)."""
+        with self._tx() as conn:
+            args = (pid, name, role, key_hash, time.time())
+            try:
+                conn.execute(self._sql("INSERT INTO principals VALUES (?, ?, ?, ?, ?)"), args)
+            except Exception as exc:
+                if "unique" in str(exc).lower():
+                    raise DataError("a principal with that name already exists.") from exc
+                raise
+
+    def principal(self, pid: str) -> tuple[str, str, str, str] | None:
+        """``(id, name, role, key_hash)`` of a principal, or ``None``."""
+        row = self._exec(
+            "SELECT id, name, role, key_hash FROM principals WHERE id = ?", (pid,)
+        ).fetchone()
+        return None if row is None else (row[0], row[1], row[2], row[3])
+
+    def principals(self) -> list[dict[str, Any]]:
+        """Every principal (without key hashes)."""
+        rows = self._exec("SELECT id, name, role, created FROM principals ORDER BY created")
+        return [dict(id=r[0], name=r[1], role=r[2], created=r[3]) for r in rows.fetchall()]
+
+    # -- datasets and budgets ------------------------------------------------------------------
+    def add_dataset(self, name: str, schema: dict[str, Any], epsilon: float, delta: float) -> None:
+        """Register a dataset's schema and total budget (a new schema replaces the old one)."""
+        with self._tx() as conn:
+            args = (name, json.dumps(schema), limit_units(epsilon), limit_units(delta), time.time())
+            conn.execute(
+                self._sql(
+                    "INSERT INTO datasets (name, schema_json, total_epsilon, total_delta, created) "
+                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
+                    "schema_json = excluded.schema_json"
+                ),
+                args,
+            )
+
+    def datasets(self) -> list[dict[str, Any]]:
+        """Every dataset with its schema, total and spent budget."""
+        rows = self._exec(
+            "SELECT name, schema_json, total_epsilon, total_delta, spent_epsilon, spent_delta "
+            "FROM datasets ORDER BY name"
+        ).fetchall()
+        return [
+            dict(
+                name=r[0],
+                schema=json.loads(r[1]),
+                total_epsilon=from_units(r[2]),
+                total_delta=from_units(r[3]),
+                spent_epsilon=from_units(r[4]),
+                spent_delta=from_units(r[5]),
+            )
+            for r in rows
+        ]
+
+    def set_budget(self, analyst: str, dataset: str, epsilon: float, delta: float) -> None:
+        """Set an analyst's budget on a dataset (never below what is already spent)."""
+        eu, du = limit_units(epsilon), limit_units(delta)
+        with self._tx() as conn:
+            if (
+                conn.execute(
+                    self._sql("SELECT 1 FROM datasets WHERE name = ?"), (dataset,)
+                ).fetchone()
+                is None
+            ):
+                raise DataError("no dataset of that name.")
+            p = self.principal(analyst)
+            if p is None or p[2] != "analyst":
+                raise DataError("no analyst with that id.")
+            row = conn.execute(
+                self._sql(
+                    "SELECT spent_epsilon, spent_delta FROM budgets WHERE analyst = ? "
+                    "AND dataset = ?"
+                ),
+                (analyst, dataset),
+            ).fetchone()
+            if row is None:
+                conn.execute(
+                    self._sql(
+                        "INSERT INTO budgets (analyst, dataset, epsilon, delta) VALUES (?, ?, ?, ?)"
+                    ),
+                    (analyst, dataset, eu, du),
+                )
+            elif row[0] > eu or row[1] > du:
+                raise DataError("a budget cannot be set below what the analyst already spent.")
+            else:
+                conn.execute(
+                    self._sql(
+                        "UPDATE budgets SET epsilon = ?, delta = ? "
+                        "WHERE analyst = ? AND dataset = ?"
+                    ),
+                    (eu, du, analyst, dataset),
+                )
+
+    def budgets(self, analyst: str | None = None) -> list[dict[str, Any]]:
+        """Budgets (of one analyst, or all), with what is spent and what remains."""
+        sql = (
+            "SELECT b.analyst, p.name, b.dataset, b.epsilon, b.delta, b.spent_epsilon, "
+            "b.spent_delta FROM budgets b JOIN principals p ON p.id = b.analyst"
+        )
+        args: tuple[Any, ...] = ()
+        if analyst is not None:
+            sql, args = sql + " WHERE b.analyst = ?", (analyst,)
+        rows = self._exec(sql + " ORDER BY p.name, b.dataset", args).fetchall()
+        return [
+            dict(
+                analyst=r[0],
+                name=r[1],
+                dataset=r[2],
+                epsilon=from_units(r[3]),
+                delta=from_units(r[4]),
+                spent_epsilon=from_units(r[5]),
+                spent_delta=from_units(r[6]),
+                remaining_epsilon=from_units(r[3] - r[5]),
+                remaining_delta=from_units(r[4] - r[6]),
+            )
+            for r in rows
+        ]
+
+    # -- charges -------------------------------------------------------------------------------
+    def reserve(
+        self,
+        analyst: str,
+        dataset: str,
+        request: dict[str, Any],
+        epsilon: float,
+        delta: float,
+        idem_key: str | None = None,
+    ) -> Charge:
+        """Charge (ε, δ) durably in one transaction, or raise and charge nothing.
+
+        With an idempotency key already used by this analyst, the existing charge is returned
+        (``replayed=True``) and nothing new is charged; a different request under the same key
+        is refused.
+
+        Raises
+        ------
+        NoBudgetError
+            No budget for this analyst on this dataset.
+        BudgetExceededError
+            The analyst's budget or the dataset's total would be exceeded.
+        """
+        eu, du = cost_units(epsilon), cost_units(delta)
+        lock = " FOR UPDATE" if self.postgres else ""
+        body = json.dumps(request, sort_keys=True)
+        if not self.postgres:  # charges queued together share one transaction and one flush
+            out: Charge = self._group.run(
+                lambda conn: self._reserve(conn, analyst, dataset, body, eu, du, idem_key, "")
+            )
+            return out
+        for attempt in range(10):
+            try:
+                with self._tx() as conn:
+                    return self._reserve(conn, analyst, dataset, body, eu, du, idem_key, lock)
+            except Exception as exc:  # PostgreSQL serialization failure or deadlock: retry
+                if getattr(exc, "sqlstate", None) in ("40001", "40P01") and attempt < 9:
+                    continue
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _reserve(
+        self,
+        conn: Any,
+        analyst: str,
+        dataset: str,
+        body: str,
+        eu: int,
+        du: int,
+        idem_key: str | None,
+        lock: str,
+    ) -> Charge:
+        q = self._sql
+        # Lock order: dataset row, then budget row, in every transaction (no deadlocks).
+        ds = conn.execute(
+            q("SELECT total_epsilon, total_delta, spent_epsilon, spent_delta FROM datasets "
+              "WHERE name = ?" + lock), (dataset,),
+        ).fetchone()  # fmt: skip
+        b = conn.execute(
+            q("SELECT epsilon, delta, spent_epsilon, spent_delta FROM budgets WHERE analyst = ? "
+              "AND dataset = ?" + lock), (analyst, dataset),
+        ).fetchone()  # fmt: skip
+        if idem_key is not None:
+            row = conn.execute(
+                q(f"SELECT {_COLS} FROM charges WHERE analyst = ? AND idem_key = ?"),
+                (analyst, idem_key),
+            ).fetchone()
+            if row is not None:
+                if json.dumps(json.loads(row[3]), sort_keys=True) != body:
+                    raise DataError(
+                        "this idempotency key was used for a different request; use a new key."
+                    )
+                return _charge(row, replayed=True)
+        if ds is None or b is None:
+            raise NoBudgetError("you have no budget on a dataset of that name.")
+        if b[2] + eu > b[0] or b[3] + du > b[1]:
+            raise BudgetExceededError(
+                f"the query costs epsilon={from_units(eu):.6g}, delta={from_units(du):.3g} but "
+                f"your budget on this dataset has epsilon={from_units(b[0] - b[2]):.6g}, "
+                f"delta={from_units(b[1] - b[3]):.3g} left. Nothing was charged or released.",
+                requested=(from_units(eu), from_units(du)),
+                remaining=(from_units(b[0] - b[2]), from_units(b[1] - b[3])),
+            )
+        if ds[2] + eu > ds[0] or ds[3] + du > ds[1]:
+            raise BudgetExceededError(
+                "the dataset's total budget (shared by all analysts) would be exceeded by this "
+                "query. Nothing was charged or released.",
+                requested=(from_units(eu), from_units(du)),
+            )
+        cid = secrets.token_hex(12)
+        now = time.time()
+        conn.execute(
+            q("INSERT INTO charges (id, analyst, dataset, idem_key, request_json, epsilon, delta, "
+              "status, created) VALUES (?, ?, ?, ?, ?, ?, ?, 'reserved', ?)"),
+            (cid, analyst, dataset, idem_key, body, eu, du, now),
+        )  # fmt: skip
+        conn.execute(
+            q("UPDATE budgets SET spent_epsilon = spent_epsilon + ?, spent_delta = spent_delta + ?"
+              " WHERE analyst = ? AND dataset = ?"), (eu, du, analyst, dataset),
+        )  # fmt: skip
+        conn.execute(
+            q("UPDATE datasets SET spent_epsilon = spent_epsilon + ?, spent_delta = spent_delta + ?"
+              " WHERE name = ?"), (eu, du, dataset),
+        )  # fmt: skip
+        conn.execute(
+            q("INSERT INTO audit (ts, principal, kind, dataset, query, epsilon, delta, outcome) "
+              "VALUES (?, ?, 'charge', ?, ?, ?, ?, ?)"),
+            (now, analyst, dataset, json.loads(body).get("query"), eu, du, f"reserved {cid}"),
+        )  # fmt: skip
+        return Charge(cid, analyst, dataset, json.loads(body), from_units(eu), from_units(du),
+                      "reserved", None, now)  # fmt: skip
+
+    def release(self, cid: str, result: dict[str, Any]) -> None:
+        """Store the answer of a reserved charge and mark it released.
+
+        On SQLite this commit is not flushed to disk on its own (``synchronous=NORMAL`` for this
+        transaction only): it survives a crash of the service, as WAL commits do, and is flushed
+        with the next charge. A power loss can therefore lose the stored copy of the latest
+        answers, never a charge (each charge is flushed before its noise is drawn).
+        """
+        with self._tx(durable=False) as conn:
+            conn.execute(
+                self._sql("UPDATE charges SET status = 'released', result_json = ?, finished = ? "
+                          "WHERE id = ? AND status = 'reserved'"),
+                (json.dumps(result), time.time(), cid),
+            )  # fmt: skip
+
+    def fail(self, cid: str, *, refund: bool) -> None:
+        """Mark a charge failed; refund it only if no noise was drawn (``refund=True``)."""
+        with self._tx() as conn:
+            row = conn.execute(
+                self._sql("SELECT analyst, dataset, epsilon, delta, status FROM charges "
+                          "WHERE id = ?"), (cid,),
+            ).fetchone()  # fmt: skip
+            if row is None or row[4] != "reserved":
+                return
+            a, d, eu, du = row[0], row[1], row[2], row[3]
+            status = "refunded" if refund else "failed"
+            conn.execute(
+                self._sql("UPDATE charges SET status = ?, finished = ? WHERE id = ?"),
+                (status, time.time(), cid),
+            )
+            if refund:
+                conn.execute(
+                    self._sql("UPDATE budgets SET spent_epsilon = spent_epsilon - ?, "
+                              "spent_delta = spent_delta - ? WHERE analyst = ? AND dataset = ?"),
+                    (eu, du, a, d),
+                )  # fmt: skip
+                conn.execute(
+                    self._sql("UPDATE datasets SET spent_epsilon = spent_epsilon - ?, "
+                              "spent_delta = spent_delta - ? WHERE name = ?"), (eu, du, d),
+                )  # fmt: skip
+
+    def charge(self, cid: str) -> Charge | None:
+        """One charge by id, or ``None``."""
+        row = self._exec(f"SELECT {_COLS} FROM charges WHERE id = ?", (cid,)).fetchone()
+        return None if row is None else _charge(row)
+
+    def charges(self, analyst: str | None = None, limit: int = 100) -> list[Charge]:
+        """The latest charges (of one analyst, or all), newest first."""
+        sql, args = f"SELECT {_COLS} FROM charges", ()  # type: tuple[str, tuple[Any, ...]]
+        if analyst is not None:
+            sql, args = sql + " WHERE analyst = ?", (analyst,)
+        rows = self._exec(sql + " ORDER BY created DESC LIMIT ?", (*args, int(limit)))
+        return [_charge(r) for r in rows.fetchall()]

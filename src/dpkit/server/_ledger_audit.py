@@ -1,0 +1,87 @@
+"""The ledger's audit log and its consistency check (mixed into :class:`._ledger.Ledger`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+from dpkit.server._sql import from_units
+
+__all__ = ["AuditQueries"]
+
+
+class AuditQueries:
+    """Reading and writing the audit table; checking budgets against charges."""
+
+    def _exec(self, sql: str, args: Sequence[Any] = ()) -> Any:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _sql(self, sql: str) -> str:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _tx(self, durable: bool = True) -> AbstractContextManager[Any]:  # pragma: no cover
+        raise NotImplementedError
+
+    # -- audit ---------------------------------------------------------------------------------
+    def write_audit(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Append rows ``(ts, principal, method, path, dataset, query, status, outcome)``."""
+        if not rows:
+            return
+        with self._tx() as conn:
+            sql = self._sql(
+                "INSERT INTO audit (ts, principal, kind, method, path, dataset, query, status, "
+                "outcome) VALUES (?, ?, 'request', ?, ?, ?, ?, ?, ?)"
+            )
+            for r in rows:
+                conn.execute(sql, r)
+
+    def audit(self, principal: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
+        """The latest audit rows (of one principal, or all), newest first."""
+        sql = (
+            "SELECT id, ts, principal, kind, method, path, dataset, query, epsilon, delta, "
+            "status, outcome FROM audit"
+        )
+        args: tuple[Any, ...] = ()
+        if principal is not None:
+            sql, args = sql + " WHERE principal = ?", (principal,)
+        rows = self._exec(sql + " ORDER BY id DESC LIMIT ?", (*args, int(limit))).fetchall()
+        keys = ("id", "ts", "principal", "kind", "method", "path", "dataset", "query",
+                "epsilon", "delta", "status", "outcome")  # fmt: skip
+        out = []
+        for r in rows:
+            d = dict(zip(keys, r, strict=True))
+            for k in ("epsilon", "delta"):
+                d[k] = None if d[k] is None else from_units(d[k])
+            out.append(d)
+        return out
+
+    def check_consistency(self) -> list[str]:
+        """Problems found in the ledger (empty when consistent): each budget's and dataset's
+        spent equals the sum of its charges that were not refunded, spent ≤ budget, and every
+        released charge has its answer."""
+        problems = []
+        for table, key, where in (
+            ("budgets", "analyst, dataset", "c.analyst = t.analyst AND c.dataset = t.dataset"),
+            ("datasets", "name", "c.dataset = t.name"),
+        ):
+            lim = "epsilon, delta" if table == "budgets" else "total_epsilon, total_delta"
+            rows = self._exec(
+                f"SELECT {key}, spent_epsilon, spent_delta, {lim}, "
+                f"(SELECT COALESCE(SUM(epsilon), 0) FROM charges c WHERE {where} "
+                "AND c.status <> 'refunded'), "
+                f"(SELECT COALESCE(SUM(delta), 0) FROM charges c WHERE {where} "
+                f"AND c.status <> 'refunded') FROM {table} t"
+            ).fetchall()
+            for r in rows:
+                *ids, se, sd, le, ld, ce, cd = r
+                if int(se) != int(ce) or int(sd) != int(cd):
+                    problems.append(f"{table} {ids}: spent {se},{sd} but charges sum {ce},{cd}")
+                if se > le or sd > ld:
+                    problems.append(f"{table} {ids}: spent {se},{sd} over budget {le},{ld}")
+        bad = self._exec(
+            "SELECT COUNT(*) FROM charges WHERE status = 'released' AND result_json IS NULL"
+        ).fetchone()[0]
+        if bad:
+            problems.append(f"{bad} released charges without an answer")
+        return problems

@@ -1,0 +1,231 @@
+"""The registry entries for :mod:`dpkit.stats`: count, sum, mean, var, std, cov, corr, quantiles,
+histogram. Each reads the request and the public schema only, and runs the library's statistic
+(seed 000 §3: noise scaled to the sensitivity of a bounded query; seed 001 for each statistic).
+
+Every statistic is run under add/remove-one-row neighbours (the schema's privacy unit is a row),
+with the column's public bounds unless the request narrows or widens them (bounds chosen by the
+analyst are public too, and never read from the data).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+import dpkit.stats as st
+from dpkit.errors import DataError, DPKitError
+from dpkit.server._registry import Answer, Meter, Prepared, QueryRegistry, check_keys
+from dpkit.server._schema import Column, DatasetSchema, Table
+from dpkit.stats._common import check_privacy
+
+__all__ = ["stats_registry"]
+
+_PRIVACY = {"epsilon", "delta", "alpha"}
+_MAX_BINS = 10_000
+_MAX_QUANTILES = 100
+
+
+def _number(value: object, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise DataError(f"{what} must be a number.")
+    out = float(value)
+    if not math.isfinite(out):
+        raise DataError(f"{what} must be finite.")
+    return out
+
+
+def _alpha(params: Mapping[str, Any]) -> float:
+    a = _number(params.get("alpha", 0.05), "alpha")
+    if not 0 < a < 1:
+        raise DataError("alpha must be in (0, 1), e.g. 0.05 for a 95% interval.")
+    return a
+
+
+def _numeric(schema: DatasetSchema, name: object) -> Column:
+    col = schema.column(name)
+    if col.bounds is None:
+        raise DataError(f"column {col.name} is categorical; this query needs a numeric column.")
+    return col
+
+
+def _bounds(params: Mapping[str, Any], col: Column, key: str = "bounds") -> tuple[float, float]:
+    b = params.get(key)
+    if b is None:
+        assert col.bounds is not None
+        return col.bounds
+    if not isinstance(b, list) or len(b) != 2:
+        raise DataError(f"{key} must be [low, high].")
+    lo, hi = _number(b[0], key), _number(b[1], key)
+    if not lo < hi:
+        raise DataError(f"{key} must satisfy low < high.")
+    return lo, hi
+
+
+def _interval(rel: st.Release, alpha: float) -> tuple[Any, Any] | None:
+    """The release's noise interval, or ``None`` where the statistic has none (quantiles)."""
+    try:
+        lo, hi = rel.ci(alpha)
+    except DPKitError:
+        return None
+    return _jsonable(lo), _jsonable(hi)
+
+
+def _jsonable(v: Any) -> Any:
+    arr = np.asarray(v, dtype=np.float64)
+    return float(arr) if arr.ndim == 0 else [float(t) for t in arr.ravel()]
+
+
+def _answer(rel: st.Release, alpha: float, labels: tuple[str, ...] | None = None) -> Answer:
+    return Answer(_jsonable(rel.value), _interval(rel, alpha), labels)
+
+
+def _privacy(params: Mapping[str, Any], pure: bool = False) -> tuple[float, float, float]:
+    eps, dlt = check_privacy(params.get("epsilon"), params.get("delta", 0.0))
+    if pure and dlt != 0:
+        raise DataError("this query is ε-DP only; leave delta at 0.")
+    return eps, dlt, _alpha(params)
+
+
+def _count(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
+    check_keys(params, _PRIVACY)
+    eps, dlt, alpha = _privacy(params)
+    first = schema.columns[0].name
+
+    def compute(t: Table, rng: Any, meter: Meter) -> Answer:
+        rel = st.count(t.columns[first], epsilon=eps, delta=dlt, accountant=meter, rng=rng)
+        return _answer(rel, alpha)
+
+    return Prepared("count", eps, dlt, compute)
+
+
+def _univariate(fn: Callable[..., st.Release], name: str) -> Any:
+    def prepare(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
+        extra = {"ddof"} if name in ("var", "std") else set()
+        check_keys(params, _PRIVACY | {"column", "bounds"} | extra)
+        eps, dlt, alpha = _privacy(params)
+        col = _numeric(schema, params.get("column"))
+        bounds = _bounds(params, col)
+        kw: dict[str, Any] = {}
+        if "ddof" in params:
+            if params["ddof"] not in (0, 1) or isinstance(params["ddof"], bool):
+                raise DataError("ddof must be 0 or 1.")
+            kw["ddof"] = int(params["ddof"])
+
+        def compute(t: Table, rng: Any, meter: Meter) -> Answer:
+            rel = fn(
+                t.columns[col.name],
+                bounds=bounds,
+                epsilon=eps,
+                delta=dlt,
+                accountant=meter,
+                rng=rng,
+                **kw,
+            )
+            return _answer(rel, alpha)
+
+        return Prepared(name, eps, dlt, compute)
+
+    return prepare
+
+
+def _bivariate(fn: Callable[..., st.Release], name: str) -> Any:
+    def prepare(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
+        check_keys(params, _PRIVACY | {"columns", "bounds"})
+        eps, dlt, alpha = _privacy(params)
+        cols = params.get("columns")
+        if not isinstance(cols, list) or len(cols) != 2:
+            raise DataError(f"{name} needs columns = [first, second].")
+        a, b = _numeric(schema, cols[0]), _numeric(schema, cols[1])
+        given = params.get("bounds")
+        if given is None:
+            bounds = (_bounds({}, a), _bounds({}, b))
+        elif isinstance(given, list) and len(given) == 2:
+            bounds = (_bounds({"b": given[0]}, a, "b"), _bounds({"b": given[1]}, b, "b"))
+        else:
+            raise DataError("bounds must be [[low, high], [low, high]], one pair per column.")
+
+        def compute(t: Table, rng: Any, meter: Meter) -> Answer:
+            x, y = t.columns[a.name], t.columns[b.name]
+            rel = fn(x, y, bounds=bounds, epsilon=eps, delta=dlt, accountant=meter, rng=rng)
+            return _answer(rel, alpha)
+
+        return Prepared(name, eps, dlt, compute)
+
+    return prepare
+
+
+def _quantiles(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
+    check_keys(params, _PRIVACY | {"column", "bounds", "q"})
+    eps, _, alpha = _privacy(params, pure=True)
+    col = _numeric(schema, params.get("column"))
+    bounds = _bounds(params, col)
+    q = params.get("q", [0.5])
+    if not isinstance(q, list) or not 0 < len(q) <= _MAX_QUANTILES:
+        raise DataError(f"q must be a list of 1 to {_MAX_QUANTILES} probabilities.")
+    qs = [_number(v, "q") for v in q]
+    if not all(0 <= v <= 1 for v in qs):
+        raise DataError("each q must lie in [0, 1].")
+
+    def compute(t: Table, rng: Any, meter: Meter) -> Answer:
+        rel = st.quantile(
+            t.columns[col.name], qs, bounds=bounds, epsilon=eps, accountant=meter, rng=rng
+        )
+        return _answer(rel, alpha)
+
+    return Prepared("quantiles", eps, 0.0, compute)
+
+
+def _histogram(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
+    check_keys(params, _PRIVACY | {"column", "bins"})
+    eps, dlt, alpha = _privacy(params)
+    col = schema.column(params.get("column"))
+    bins = params.get("bins", 10)
+    if col.categories is not None:
+        if "bins" in params:
+            raise DataError("a categorical column's bins are its categories; leave bins out.")
+        labels = (*col.categories, "(other)")
+        edges: list[float] = [i - 0.5 for i in range(len(labels) + 1)]
+    elif isinstance(bins, int) and not isinstance(bins, bool):
+        if not 1 <= bins <= _MAX_BINS:
+            raise DataError(f"bins must be between 1 and {_MAX_BINS}.")
+        assert col.bounds is not None
+        edges = [float(e) for e in np.linspace(col.bounds[0], col.bounds[1], bins + 1)]
+        labels = tuple(f"[{lo:g}, {hi:g})" for lo, hi in itertools.pairwise(edges))
+    elif isinstance(bins, list) and 2 <= len(bins) <= _MAX_BINS + 1:
+        edges = [_number(e, "bins") for e in bins]
+        if not all(b > a for a, b in itertools.pairwise(edges)):
+            raise DataError("bin edges must be strictly increasing.")
+        labels = tuple(f"[{lo:g}, {hi:g})" for lo, hi in itertools.pairwise(edges))
+    else:
+        raise DataError(f"bins must be a number of bins (1 to {_MAX_BINS}) or a list of edges.")
+
+    def compute(t: Table, rng: Any, meter: Meter) -> Answer:
+        x = t.columns[col.name]
+        rel = st.histogram(x, bins=edges, epsilon=eps, delta=dlt, accountant=meter, rng=rng)
+        return _answer(rel, alpha, labels)
+
+    return Prepared("histogram", eps, dlt, compute)
+
+
+def stats_registry() -> QueryRegistry:
+    """A registry with every :mod:`dpkit.stats` query: the service's default.
+
+    Examples
+    --------
+    >>> from dpkit.server import stats_registry
+    >>> stats_registry().names()
+    ['corr', 'count', 'cov', 'histogram', 'mean', 'quantiles', 'std', 'sum', 'var']
+    """
+    reg = QueryRegistry()
+    reg.register("count", _count)
+    for name, fn in (("sum", st.sum), ("mean", st.mean), ("var", st.var), ("std", st.std)):
+        reg.register(name, _univariate(fn, name))
+    reg.register("cov", _bivariate(st.cov, "cov"))
+    reg.register("corr", _bivariate(st.corr, "corr"))
+    reg.register("quantiles", _quantiles)
+    reg.register("histogram", _histogram)
+    return reg

@@ -1,0 +1,146 @@
+"""The query registry: each query type is one small entry that validates, prices and runs.
+
+An entry is a function ``prepare(params, schema) -> Prepared`` that reads **only the request and
+the public schema**: it checks the parameters and returns the price (ε, δ) and a ``compute``
+closure. ``compute(table, rng, accountant)`` runs the release on a table and must charge
+``accountant`` with its privacy event before drawing any noise (the contract of every dpkit
+statistic). The service then
+
+1. calls ``compute`` on the public *dummy* table with a probe accountant of budget (ε, δ): this
+   finishes validation (a parameter the statistic itself rejects fails here, free) and checks
+   that the statistic's own event fits the price; the probe stops it before any noise is drawn;
+2. charges (ε, δ) in one ledger transaction;
+3. calls ``compute`` on the real table with a meter accountant of the same budget.
+
+So group-by queries (``dpkit.frame``), synthetic data (``dpkit.release``) or local-model
+aggregation (``dpkit.local``) are each added with one :meth:`QueryRegistry.register` call.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dpkit.accounting import Accountant, ApproxDP
+from dpkit.errors import BudgetExceededError, DataError, DPKitError, PrivacyParameterError
+from dpkit.random import RNGLike
+from dpkit.server._schema import DatasetSchema, Table
+
+__all__ = ["Answer", "Meter", "Prepared", "QueryRegistry", "check_keys"]
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a query returns: a value (number or list), its interval at ``alpha``, bin labels."""
+
+    value: Any
+    ci: tuple[Any, Any] | None = None
+    labels: tuple[str, ...] | None = None
+
+
+Compute = Callable[[Table, RNGLike, "Meter"], Answer]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A validated, priced query: its statistic, its cost and how to run it."""
+
+    statistic: str
+    epsilon: float
+    delta: float
+    compute: Compute = field(repr=False, compare=False)
+
+
+class _Priced(Exception):
+    """Raised by the probe accountant to stop a statistic once it has been priced."""
+
+
+class Meter(Accountant):
+    """An accountant holding exactly the price (ε, δ) of one query.
+
+    A statistic whose event does not fit the price is refused by it (``BudgetExceededError``)
+    before any noise is drawn. ``charged`` tells whether a charge went through, i.e. whether
+    noise may have been drawn (a charge that is never followed by noise would be refundable).
+    """
+
+    def __init__(self, epsilon: float, delta: float, *, probe: bool = False) -> None:
+        super().__init__(ApproxDP(epsilon=epsilon, delta=delta))
+        self.charged = False
+        self._probe = probe
+
+    def charge(self, event: Any, *, label: str | None = None, delta: float | None = None) -> None:
+        super().charge(event, label=label, delta=delta)
+        self.charged = True
+        if self._probe:
+            raise _Priced
+
+
+def check_keys(params: Mapping[str, Any], allowed: set[str]) -> None:
+    """Refuse parameters an entry does not know (a misspelt ``epsilon`` must not pass)."""
+    unknown = set(params) - allowed
+    if unknown:
+        # The unknown names are not echoed: a request is not the place to reflect input back.
+        raise DataError(
+            f"unknown parameter(s) for this query ({len(unknown)}); "
+            f"allowed: {', '.join(sorted(allowed))}."
+        )
+
+
+class QueryRegistry:
+    """Named query types (``count``, ``mean``…); see the module docstring for the contract.
+
+    Examples
+    --------
+    >>> from dpkit.server import QueryRegistry, stats_registry
+    >>> reg = stats_registry()
+    >>> "mean" in reg.names()
+    True
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[str, Callable[[Mapping[str, Any], DatasetSchema], Prepared]] = {}
+
+    def register(
+        self, name: str, prepare: Callable[[Mapping[str, Any], DatasetSchema], Prepared]
+    ) -> None:
+        """Add the query type ``name``; ``prepare(params, schema)`` validates and prices it."""
+        if not name.isidentifier() or name in self._entries:
+            raise ValueError(f"query name {name!r} is invalid or already registered.")
+        self._entries[name] = prepare
+
+    def names(self) -> list[str]:
+        """The registered query types, sorted."""
+        return sorted(self._entries)
+
+    def prepare(
+        self, name: object, params: Mapping[str, Any], schema: DatasetSchema, dummy: Table
+    ) -> Prepared:
+        """Validate and price a request from the request and the public schema alone.
+
+        Raises :class:`DataError` or :class:`PrivacyParameterError` (nothing is charged).
+        """
+        if not isinstance(name, str) or name not in self._entries:
+            raise DataError(f"unknown query type; available: {', '.join(self.names())}.")
+        prepared = self._entries[name](params, schema)
+        eps, dlt = prepared.epsilon, prepared.delta
+        if not (math.isfinite(eps) and eps > 0 and math.isfinite(dlt) and 0 <= dlt < 1):
+            raise PrivacyParameterError("the query's price must have finite ε > 0, δ in [0, 1).")
+        probe = Meter(eps, dlt, probe=True)
+        try:
+            prepared.compute(dummy, 0, probe)
+        except _Priced:
+            return prepared
+        except BudgetExceededError as exc:
+            raise PrivacyParameterError(
+                "the statistic's privacy event does not fit the price it was given; this is a "
+                "defect of the query type, not of the request."
+            ) from exc
+        except DPKitError:
+            raise
+        except (TypeError, ValueError, ArithmeticError) as exc:
+            raise DataError("the query's parameters are invalid for this query type.") from exc
+        raise PrivacyParameterError(
+            "the query type released without charging its accountant; refusing to run it."
+        )

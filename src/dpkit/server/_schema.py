@@ -1,0 +1,229 @@
+"""The public schema of a dataset, and cleaning at ingestion.
+
+The curator of seed 000 §3 keeps the data and answers queries about them; analysts never see the
+data, so everything they can rely on (column names, types, bounds, categories, the privacy unit)
+is declared by the admin in a *public schema*. Data are cleaned against that schema once, when
+they are registered, so that no query can fail, or take a different path, because of a private
+value after it has been charged (DESIGN.md, "Errors on private values").
+
+Cleaning policy (documented in ``docs/server.md``):
+
+* numeric columns: missing values (null, NaN, empty or unparsable cells) become the column's
+  public ``fill`` value (the middle of the bounds unless given); ±inf and out-of-range values are
+  clamped to the bounds (what every bounded statistic does anyway);
+* categorical columns: values are stored as codes ``0 … k−1`` of the declared categories; a
+  missing or undeclared value gets code ``k`` ("other"), never a new category;
+* no row is ever dropped: a row is one privacy unit, and dropping it would change the count.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dpkit.errors import DataError
+
+__all__ = [
+    "NAME_PATTERN",
+    "Column",
+    "DatasetSchema",
+    "Table",
+    "check_name",
+    "clean_column",
+    "dummy_table",
+]
+
+NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,62}$")
+"""Dataset and column names: a letter, then letters, digits or underscores (at most 63).
+
+Names reach file paths and SQL only as parameters, but a strict pattern also keeps path
+traversal (``../x``), control characters and look-alike names out of the ledger and the logs.
+"""
+
+_TYPES = ("float", "int", "category")
+_UNITS = ("row",)
+
+
+def check_name(value: object, what: str) -> str:
+    """Return ``value`` if it is a valid name, else raise :class:`DataError` (not echoing it)."""
+    if not isinstance(value, str) or not NAME_PATTERN.match(value):
+        raise DataError(
+            f"{what} must be a name of 1 to 63 letters, digits or underscores starting with a "
+            "letter."
+        )
+    return value
+
+
+def _finite(value: object, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise DataError(f"{what} must be a number.")
+    out = float(value)
+    if not math.isfinite(out):
+        raise DataError(f"{what} must be finite.")
+    return out
+
+
+@dataclass(frozen=True)
+class Column:
+    """One public column: its name, type and either bounds (numeric) or categories."""
+
+    name: str
+    type: str
+    bounds: tuple[float, float] | None = None
+    categories: tuple[str, ...] | None = None
+    fill: float | None = None
+
+    @classmethod
+    def from_dict(cls, spec: Mapping[str, Any]) -> Column:
+        """Validate a column specification (from TOML or JSON)."""
+        if not isinstance(spec, Mapping):
+            raise DataError("each column must be a table with name, type and bounds/categories.")
+        name = check_name(spec.get("name"), "column name")
+        kind = spec.get("type", "float")
+        if kind not in _TYPES:
+            raise DataError(f"column {name}: type must be one of {', '.join(_TYPES)}.")
+        if kind == "category":
+            cats = spec.get("categories")
+            if not isinstance(cats, list | tuple) or not cats:
+                raise DataError(f"column {name}: categorical columns need a list of categories.")
+            if not all(isinstance(c, str) and 0 < len(c) <= 200 for c in cats):
+                raise DataError(f"column {name}: categories must be non-empty strings.")
+            if len(set(cats)) != len(cats) or len(cats) > 10_000:
+                raise DataError(f"column {name}: categories must be distinct (at most 10,000).")
+            return cls(name, kind, categories=tuple(cats))
+        b = spec.get("bounds")
+        if not isinstance(b, list | tuple) or len(b) != 2:
+            raise DataError(f"column {name}: numeric columns need bounds = [low, high].")
+        lo, hi = _finite(b[0], f"column {name} bounds"), _finite(b[1], f"column {name} bounds")
+        if not lo < hi:
+            raise DataError(f"column {name}: bounds must satisfy low < high.")
+        fill = spec.get("fill")
+        f = (lo + hi) / 2 if fill is None else _finite(fill, f"column {name} fill")
+        if not lo <= f <= hi:
+            raise DataError(f"column {name}: fill must lie within the bounds.")
+        if kind == "int":
+            f = float(round(f))
+        return cls(name, kind, bounds=(lo, hi), fill=f)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form of the column (public)."""
+        out: dict[str, Any] = {"name": self.name, "type": self.type}
+        if self.bounds is not None:
+            out["bounds"] = list(self.bounds)
+            out["fill"] = self.fill
+        if self.categories is not None:
+            out["categories"] = list(self.categories)
+        return out
+
+
+@dataclass(frozen=True)
+class DatasetSchema:
+    """The public description of a dataset: name, columns and privacy unit."""
+
+    name: str
+    columns: tuple[Column, ...]
+    privacy_unit: str = "row"
+
+    @classmethod
+    def from_dict(cls, spec: Mapping[str, Any]) -> DatasetSchema:
+        """Validate a dataset specification (from TOML or JSON)."""
+        if not isinstance(spec, Mapping):
+            raise DataError("a dataset specification must be a JSON object / TOML table.")
+        name = check_name(spec.get("name"), "dataset name")
+        cols = spec.get("columns")
+        if not isinstance(cols, list | tuple) or not cols or len(cols) > 1000:
+            raise DataError(f"dataset {name}: give 1 to 1000 columns.")
+        columns = tuple(Column.from_dict(c) for c in cols)
+        if len({c.name for c in columns}) != len(columns):
+            raise DataError(f"dataset {name}: column names must be distinct.")
+        unit = spec.get("privacy_unit", "row")
+        if unit not in _UNITS:
+            raise DataError(
+                f"dataset {name}: privacy_unit must be 'row' (one row per person); deduplicate "
+                "people to one row each before registering."
+            )
+        return cls(name, columns, unit)
+
+    def column(self, name: object) -> Column:
+        """The column called ``name``; :class:`DataError` if there is none."""
+        check_name(name, "column")
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise DataError(f"dataset {self.name} has no column of that name; see its schema.")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form of the schema (public)."""
+        return {
+            "name": self.name,
+            "privacy_unit": self.privacy_unit,
+            "columns": [c.to_dict() for c in self.columns],
+        }
+
+
+def clean_column(col: Column, values: Sequence[Any] | npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """Clean one column's raw values by the policy of this module (never raises on a value)."""
+    if col.type == "category":
+        assert col.categories is not None
+        index = {c: i for i, c in enumerate(col.categories)}
+        other = len(col.categories)
+        return np.fromiter(
+            (index.get(v if isinstance(v, str) else str(v), other) if v is not None else other
+             for v in values),
+            dtype=np.int64,
+            count=len(values),
+        )  # fmt: skip
+    assert col.bounds is not None and col.fill is not None
+    if isinstance(values, np.ndarray) and values.dtype.kind in "biuf":
+        out = values.astype(np.float64)
+    else:
+        out = np.empty(len(values), dtype=np.float64)
+        for i, v in enumerate(values):
+            try:
+                out[i] = float(v) if v is not None and not isinstance(v, bool) else math.nan
+            except (TypeError, ValueError, OverflowError):
+                out[i] = math.nan
+    out[np.isnan(out)] = col.fill
+    np.clip(out, col.bounds[0], col.bounds[1], out=out)
+    if col.type == "int":
+        np.rint(out, out=out)
+    return out
+
+
+@dataclass(frozen=True)
+class Table:
+    """Cleaned columns of one dataset, all of the same length (held only by the service)."""
+
+    schema: DatasetSchema
+    columns: Mapping[str, npt.NDArray[Any]]
+
+    @property
+    def rows(self) -> int:
+        """Number of rows (private: never returned to an analyst)."""
+        return len(next(iter(self.columns.values())))
+
+
+def dummy_table(schema: DatasetSchema, rows: int = 1000) -> Table:
+    """Public synthetic data with the schema, for free test queries.
+
+    Values are uniform within the bounds / over the categories, from a seed derived from the
+    dataset's name only: they carry no information about the real data.
+    """
+    seed = int.from_bytes(schema.name.encode()[:16].ljust(16, b"\0"), "little")
+    gen = np.random.default_rng(seed)
+    cols: dict[str, npt.NDArray[Any]] = {}
+    for c in schema.columns:
+        if c.type == "category":
+            assert c.categories is not None
+            cols[c.name] = gen.integers(0, len(c.categories), rows)
+        else:
+            assert c.bounds is not None
+            v = gen.uniform(c.bounds[0], c.bounds[1], rows)
+            cols[c.name] = np.rint(v) if c.type == "int" else v
+    return Table(schema, cols)

@@ -1,0 +1,220 @@
+"""The curator (seed 000 §3): datasets, people, and answering queries under budgets.
+
+HTTP-free, so that the protocol can be read in one place; :mod:`dpkit.server._app` exposes it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from dpkit.errors import DataError, DPKitError
+from dpkit.server._auth import Principal, key_id, new_key, verify_key
+from dpkit.server._config import ServerConfig
+from dpkit.server._ingest import load_table, read_source, resolve_source, store_table
+from dpkit.server._ledger import Charge, Ledger
+from dpkit.server._queries import stats_registry
+from dpkit.server._registry import Meter, QueryRegistry
+from dpkit.server._schema import DatasetSchema, Table, check_name, dummy_table
+
+__all__ = ["AuthError", "Curator", "ForbiddenError", "NotFoundError", "QueryFailedError"]
+
+_IDEM = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
+_TOP = {"dataset", "query", "dry_run", "dummy", "idempotency_key"}
+
+
+class AuthError(DPKitError):
+    """No key, or a key that matches no one (HTTP 401)."""
+
+
+class ForbiddenError(DPKitError):
+    """The caller may not do this (HTTP 403)."""
+
+
+class NotFoundError(DPKitError):
+    """No such dataset or result, for this caller (HTTP 404)."""
+
+
+class QueryFailedError(DPKitError):
+    """The computation failed after the charge (HTTP 500); the message says if it was refunded."""
+
+
+def _number(value: object, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise DataError(f"{what} must be a finite number.")
+    return float(value)
+
+
+def result_json(charge: Charge) -> dict[str, Any]:
+    """What an analyst is shown of a charge: request, cost, status and (if released) answer."""
+    out: dict[str, Any] = {
+        "id": charge.id,
+        "dataset": charge.dataset,
+        "query": charge.request.get("query"),
+        "request": charge.request,
+        "epsilon": charge.epsilon,
+        "delta": charge.delta,
+        "status": charge.status,
+        "created": charge.created,
+        "replayed": charge.replayed,
+    }
+    if charge.result is not None:
+        out.update(charge.result)
+    return out
+
+
+class Curator:
+    """The service's state: ledger, registry, cleaned tables and their dummies."""
+
+    def __init__(self, config: ServerConfig, registry: QueryRegistry | None = None) -> None:
+        self.config = config
+        self.registry = registry or stats_registry()
+        self.ledger = Ledger(config.ledger)
+        self.tables: dict[str, Table] = {}
+        self.dummies: dict[str, Table] = {}
+        self._lock = threading.Lock()
+        seed = config.insecure_seed
+        self._seeds = None if seed is None else np.random.SeedSequence(seed)
+
+    def _rng(self) -> np.random.Generator | None:
+        """``None`` (the secure default), or the next seeded generator of a demo service."""
+        if self._seeds is None:
+            return None
+        with self._lock:
+            return np.random.default_rng(self._seeds.spawn(1)[0])
+
+    def start(self) -> None:
+        """Migrate the ledger, install the admin key, register configured datasets, load all."""
+        self.ledger.migrate()
+        h = self.config.admin_key_hash
+        if h is not None and self.ledger.principal("admin") is None:
+            self.ledger.add_principal("admin", "admin", "admin", h)
+        for spec in self.config.datasets:
+            name = spec.get("name")
+            if not (self.config.data_dir / str(name) / "schema.json").exists():
+                self.register_dataset(dict(spec))
+        for ds in self.ledger.datasets():
+            schema = DatasetSchema.from_dict(ds["schema"])
+            self._install(load_table(self.config.data_dir, schema))
+
+    def _install(self, table: Table) -> None:
+        name = table.schema.name
+        with self._lock:
+            self.tables[name] = table
+            self.dummies[name] = dummy_table(table.schema, self.config.dummy_rows)
+
+    # -- people ---------------------------------------------------------------------------------
+    def authenticate(self, key: str | None) -> Principal:
+        """The principal holding ``key``; :class:`AuthError` otherwise (same message for all)."""
+        pid = key_id(key) if key else None
+        row = self.ledger.principal(pid) if pid else None
+        if key is None or not verify_key(key, row[3] if row else None) or row is None:
+            raise AuthError("missing or invalid API key; send it as 'Authorization: Bearer <key>'.")
+        return Principal(row[0], row[1], row[2])
+
+    def add_analyst(self, name: object) -> dict[str, str]:
+        """Create an analyst; the key is returned once and stored only hashed."""
+        check_name(name, "analyst name")
+        pid, key, h = new_key()
+        self.ledger.add_principal(pid, str(name), "analyst", h)
+        return {"id": pid, "name": str(name), "key": key}
+
+    # -- datasets -------------------------------------------------------------------------------
+    def register_dataset(self, spec: Mapping[str, Any]) -> dict[str, Any]:
+        """Read, clean, store and register a dataset from the import directory (admin only)."""
+        allowed = {"name", "source", "columns", "privacy_unit", "total_epsilon", "total_delta"}
+        if not isinstance(spec, Mapping) or set(spec) - allowed:
+            raise DataError(f"a dataset registration has the fields {', '.join(sorted(allowed))}.")
+        schema = DatasetSchema.from_dict(spec)
+        eps = _number(spec.get("total_epsilon"), "total_epsilon")
+        dlt = _number(spec.get("total_delta", 0.0), "total_delta")
+        if eps <= 0 or not 0 <= dlt < 1:
+            raise DataError("total_epsilon must be > 0 and total_delta in [0, 1).")
+        path = resolve_source(self.config.import_dir, spec.get("source"))
+        table = read_source(path, schema)
+        self.config.data_dir.mkdir(parents=True, exist_ok=True)
+        store_table(self.config.data_dir, table)
+        self.ledger.add_dataset(schema.name, schema.to_dict(), eps, dlt)
+        self._install(table)
+        return schema.to_dict()
+
+    def schema(self, name: object) -> DatasetSchema:
+        """A dataset's public schema; :class:`NotFoundError` if there is none."""
+        check_name(name, "dataset")
+        table = self.tables.get(str(name))
+        if table is None:
+            raise NotFoundError("no dataset of that name; GET /v1/datasets lists them.")
+        return table.schema
+
+    # -- queries --------------------------------------------------------------------------------
+    def query(self, who: Principal, body: Any, idem_header: str | None = None) -> dict[str, Any]:
+        """Validate, price, charge, compute and store one query (see :mod:`._ledger`)."""
+        if who.role != "analyst":
+            raise ForbiddenError("queries are sent with an analyst's key, not the admin's.")
+        if not isinstance(body, dict):
+            raise DataError("the request body must be a JSON object.")
+        dry, dummy = body.get("dry_run", False), body.get("dummy", False)
+        if not isinstance(dry, bool) or not isinstance(dummy, bool):
+            raise DataError("dry_run and dummy must be true or false.")
+        idem = body.get("idempotency_key", idem_header)
+        if idem is not None and (not isinstance(idem, str) or not _IDEM.match(idem)):
+            raise DataError("an idempotency key is 1 to 100 of A-Z a-z 0-9 _ . : -")
+        schema = self.schema(body.get("dataset"))
+        params = {k: v for k, v in body.items() if k not in _TOP}
+        name = body.get("query")
+        prepared = self.registry.prepare(name, params, schema, self.dummies[schema.name])
+        request = {k: v for k, v in body.items() if k not in ("idempotency_key", "dry_run")}
+        if dry:
+            return {"dry_run": True, "query": name, "dataset": schema.name,
+                    "epsilon": prepared.epsilon, "delta": prepared.delta}  # fmt: skip
+        if dummy:
+            answer = prepared.compute(
+                self.dummies[schema.name], None, Meter(prepared.epsilon, prepared.delta)
+            )
+            return {"dummy": True, "query": name, "dataset": schema.name, "epsilon": 0.0,
+                    "delta": 0.0, "value": answer.value, "ci": answer.ci,
+                    "alpha": params.get("alpha", 0.05), "labels": answer.labels}  # fmt: skip
+        charge = self.ledger.reserve(
+            who.id, schema.name, request, prepared.epsilon, prepared.delta, idem
+        )
+        if charge.replayed:
+            return self._replay(charge)
+        meter = Meter(prepared.epsilon, prepared.delta)
+        try:
+            answer = prepared.compute(self.tables[schema.name], self._rng(), meter)
+        except Exception as exc:
+            refund = not meter.charged
+            self.ledger.fail(charge.id, refund=refund)
+            raise QueryFailedError(
+                f"the query failed after it was charged (charge {charge.id}); "
+                + ("no noise was drawn, so it was refunded." if refund else "it stays charged.")
+            ) from exc
+        result = {"value": answer.value, "ci": answer.ci, "alpha": params.get("alpha", 0.05),
+                  "labels": None if answer.labels is None else list(answer.labels)}  # fmt: skip
+        self.ledger.release(charge.id, result)
+        out = result_json(charge)
+        out.update(result, status="released")
+        return out
+
+    def _replay(self, charge: Charge) -> dict[str, Any]:
+        if charge.status == "released":
+            return result_json(charge)
+        raise QueryFailedError(
+            f"this idempotency key's query (charge {charge.id}) is {charge.status}: "
+            + ("still running, or its answer was lost when the service stopped; it stays charged."
+               if charge.status == "reserved" else "it has no answer.")
+        )  # fmt: skip
+
+    def result(self, who: Principal, cid: object) -> dict[str, Any]:
+        """One past answer: analysts see only their own (others' look like missing ones)."""
+        if not isinstance(cid, str) or not re.fullmatch(r"[0-9a-f]{24}", cid):
+            raise NotFoundError("no result with that id.")
+        charge = self.ledger.charge(cid)
+        if charge is None or (who.role != "admin" and charge.analyst != who.id):
+            raise NotFoundError("no result with that id.")
+        return result_json(charge)

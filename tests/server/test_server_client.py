@@ -1,0 +1,135 @@
+"""dpkit.client.Curator against a real service: the library's shape, free dry runs and dummy
+queries, idempotent retries, refusals as the library's exceptions, accuracy within the bars."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from dpkit.client import AuthenticationError, Curator, NotFoundError, PermissionDeniedError
+from dpkit.errors import BudgetExceededError, DataError, PrivacyParameterError
+from dpkit.server import DatasetSchema
+from dpkit.server._ingest import read_source
+
+
+@pytest.fixture(scope="module")
+def truth(server: Any, survey_spec: dict[str, Any]) -> Any:
+    """The cleaned data, read the way the service reads them, for accuracy checks."""
+    return read_source(
+        server.root / "imports" / "survey.csv", DatasetSchema.from_dict(survey_spec)
+    ).columns
+
+
+@pytest.fixture(scope="module")
+def client(server: Any) -> Any:
+    _, key = server.analyst("carol", 20.0, 1e-6)
+    with Curator(server.url, key) as c:
+        yield c
+
+
+def _spent(c: Curator) -> float:
+    return float(c.budget()[0]["spent_epsilon"])
+
+
+def test_mirrors_the_library(client: Curator, truth: Any) -> None:
+    m = client.mean("survey", "age", epsilon=1.0)
+    lo, hi = m.ci()
+    assert lo < m.value < hi and m.epsilon == 1.0 and m.statistic == "mean"
+    # The exact mean of the cleaned data lies within a few interval widths (n = 2000, ε = 1:
+    # the noise sd is about 0.05; 3 widths of the 95% interval is far beyond 5 sd).
+    assert abs(m.value - truth["age"].mean()) < 3 * (hi - lo)
+    assert float(m) == m.value
+    n = client.count("survey", epsilon=1.0)
+    assert abs(n.value - 2000) < 20  # discrete Laplace scale 1: |noise| > 20 has p ≈ 4e-9
+    h = client.histogram("survey", "sex", epsilon=1.0)
+    assert h.labels == ("f", "m", "(other)") and np.asarray(h).shape == (3,)
+    exact = np.bincount(truth["sex"], minlength=3)
+    assert np.all(np.abs(h.value - exact) < 25)
+    q = client.quantile("survey", "age", [0.25, 0.75], epsilon=1.0)
+    assert q.value.shape == (2,) and q.value[0] < q.value[1]
+    med = client.median("survey", "age", epsilon=1.0)
+    assert 0 <= float(med) <= 100
+    r = client.corr("survey", "age", "income", epsilon=1.0)
+    assert -1 <= r.value <= 1
+    v = client.var("survey", "age", epsilon=1.0, delta=1e-7)
+    assert v.delta == 1e-7 and v.value >= 0
+    assert client.std("survey", "age", epsilon=0.5).value >= 0
+    assert client.sum("survey", "income", epsilon=0.5).value > 0
+    assert client.cov("survey", "age", "income", epsilon=0.5, bounds=[[0, 100], [0, 200]]).ci()
+    m90 = client.mean("survey", "age", epsilon=1.0, alpha=0.1)
+    assert m90.ci(0.1) and m90.alpha == 0.1
+    with pytest.raises(DataError, match="alpha"):
+        m90.ci(0.05)
+
+
+def test_dry_run_and_dummy_are_free(client: Curator) -> None:
+    before = _spent(client)
+    price = client.query("survey", "var", column="age", epsilon=2.5, dry_run=True)
+    assert price == {"dry_run": True, "query": "var", "dataset": "survey", "epsilon": 2.5,
+                     "delta": 0.0}  # fmt: skip
+    d = client.mean("survey", "age", epsilon=5.0, dummy=True)
+    assert d.raw["dummy"] is True and 0 <= d.value <= 100
+    assert _spent(client) == before
+
+
+def test_idempotent_retry_is_charged_once_and_refetchable(client: Curator) -> None:
+    before = _spent(client)
+    a = client.mean("survey", "age", epsilon=0.5, idempotency_key="retry-1")
+    b = client.mean("survey", "age", epsilon=0.5, idempotency_key="retry-1")
+    assert a.id == b.id and a.value == b.value and b.raw["replayed"]
+    assert _spent(client) == pytest.approx(before + 0.5)
+    again = client.result(a.id)
+    assert again.value == a.value and again.ci() == a.ci()
+    with pytest.raises(DataError, match="different request"):
+        client.mean("survey", "age", epsilon=0.25, idempotency_key="retry-1")
+    assert any(r["id"] == a.id for r in client.results())
+
+
+def test_refusals_raise_the_library_exceptions(server: Any, client: Curator) -> None:
+    _, key = server.analyst("dave", 0.5)
+    with Curator(server.url, key) as small:
+        small.mean("survey", "age", epsilon=0.4)
+        with pytest.raises(BudgetExceededError, match="Nothing was charged") as info:
+            small.mean("survey", "age", epsilon=0.2)
+        assert info.value.remaining["epsilon"] == pytest.approx(0.1)
+        assert small.budget()[0]["spent_epsilon"] == pytest.approx(0.4)
+    with pytest.raises(PrivacyParameterError):
+        client.mean("survey", "age", epsilon=-1.0)
+    with pytest.raises(DataError):
+        client.mean("survey", "nope", epsilon=1.0)
+    with pytest.raises(NotFoundError):
+        client.mean("nothing", "age", epsilon=1.0)
+    with pytest.raises(NotFoundError):
+        client.result("0" * 24)
+    with pytest.raises(AuthenticationError), Curator(server.url, "dpk_x_" + "a" * 40) as bad:
+        bad.budget()
+    other = server.admin("POST", "/v1/admin/analysts", {"name": "erin"})
+    with (
+        pytest.raises(PermissionDeniedError, match="no budget"),
+        Curator(server.url, other["key"]) as nob,
+    ):
+        nob.mean("survey", "age", epsilon=0.1)
+
+
+def test_schemas_are_public(client: Curator) -> None:
+    (ds,) = client.datasets()
+    assert ds["name"] == "survey"
+    assert [c["name"] for c in ds["columns"]] == ["age", "income", "sex"]
+
+
+def test_admin_registers_a_dataset_over_http(server: Any) -> None:
+    (server.root / "imports" / "small.csv").write_text("x\n1\n2\n3\nNaN\n")
+    spec = {"name": "small", "source": "small.csv", "total_epsilon": 1.0,
+            "columns": [{"name": "x", "type": "float", "bounds": [0, 10]}]}  # fmt: skip
+    out = server.admin("POST", "/v1/admin/datasets", spec)
+    assert out["name"] == "small"
+    names = [d["name"] for d in server.admin("GET", "/v1/admin/datasets")["datasets"]]
+    assert "small" in names
+    bad = server.http.post(
+        "/v1/admin/datasets",
+        json={**spec, "name": "evil", "source": "../curator.toml"},
+        headers={"Authorization": f"Bearer {server.admin_key}"},
+    )
+    assert bad.status_code == 400 and "import directory" in bad.json()["error"]["message"]
