@@ -10,6 +10,7 @@ aggregated (never to bounds remembered from an earlier definition).
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -54,13 +55,22 @@ class Measure:
 
     @property
     def name(self) -> str:
+        """An internal column name, plain ASCII (engines treat dots and brackets specially)."""
         if self.kind in ("rows", "units"):
             return f"__{self.kind}"
+        digest = hashlib.sha256(repr(self).encode()).hexdigest()[:12]
+        what = self.transform if self.kind == "value" else ("hist" if self.edges else "tree")
+        return f"__{what}_{digest}"
+
+    def describe(self) -> str:
+        """A readable description for explain()."""
+        if self.kind in ("rows", "units"):
+            return self.kind
         if self.kind == "value":
-            return f"__{self.transform}[{self.column}|{self.bounds}]"
+            return f"{self.transform} sum of {self.column} in {self.bounds}"
         if self.edges:
-            return f"__hist[{self.column}|{self.edges}]"
-        return f"__tree[{self.column}|{self.bounds}|{self.branching}^{self.levels}]"
+            return f"histogram of {self.column}, edges {list(self.edges)}"
+        return f"quantile tree of {self.column} in {self.bounds}, {self.branching}^{self.levels}"
 
     @property
     def max_abs(self) -> float:
@@ -178,7 +188,7 @@ def count_units(*, alias: str | None = None) -> Aggregation:
     return Aggregation("count_units", None, None, _alias(alias, "units"))
 
 
-def sum(column: str, *, bounds: tuple[float, float], alias: str | None = None) -> Aggregation:  # noqa: A001
+def sum(column: str, *, bounds: tuple[float, float], alias: str | None = None) -> Aggregation:
     """Sum of a column clamped to ``bounds`` per group.
 
     >>> sum("amount", bounds=(0, 100)).alias

@@ -31,7 +31,7 @@ class Explanation:
         for mn in self.plan.measures:
             kind = "discrete Laplace b" if mn.kind == "laplace" else "discrete Gaussian sigma"
             lines.append(
-                f"  {mn.measure.name}: l1 sens {mn.l1 * mn.unit:.6g}, l2 sens "
+                f"  {mn.measure.describe()}: l1 sens {mn.l1 * mn.unit:.6g}, l2 sens "
                 f"{mn.l2 * mn.unit:.6g}, {kind} = {mn.real_scale:.6g} (sd {mn.sd:.6g})"
             )
         if self.plan.selection is not None:

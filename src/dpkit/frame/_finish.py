@@ -45,8 +45,11 @@ def _pl() -> Any:
 
 def _noise(mn: MeasureNoise, shape: int | tuple[int, ...], gen: Any) -> Array:
     if mn.kind == "laplace":
-        return np.asarray(discrete_laplace(mn.scale, size=shape, rng=gen), dtype=np.int64)
-    return np.asarray(discrete_gaussian(mn.scale, size=shape, rng=gen), dtype=np.int64)
+        z = discrete_laplace(mn.scale, size=shape, rng=gen)
+    else:
+        z = discrete_gaussian(mn.scale, size=shape, rng=gen)
+    out: Array = np.asarray(z, dtype=np.int64)
+    return out
 
 
 def _noisy_scalar(totals: Any, mn: MeasureNoise, gen: Any) -> Array:

@@ -105,8 +105,10 @@ def prepare(
             cols.append(_bucket(pl, m).alias(m.name))
     s = [int(v) for v in seeds]
     hashed = [layout.unit, *layout.keys, *layout.values]
-    cols.append(pl.struct(hashed).hash(seed=s[0]).alias(H))
-    cols.append(pl.struct([layout.unit, *layout.keys]).hash(seed=s[1]).alias(G))
+    cols.append(pl.struct(hashed).hash(seed=s[0]).reinterpret(signed=True).alias(H))
+    cols.append(
+        pl.struct([layout.unit, *layout.keys]).hash(seed=s[1]).reinterpret(signed=True).alias(G)
+    )
     keep = [layout.unit, *layout.keys]
     return lf.with_columns(cols).select([*keep, H, G, *(c.meta.output_name() for c in cols[:-2])])
 

@@ -73,7 +73,7 @@ class Query:
         neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,
     ) -> None:
         self._spark = is_spark(data)
-        self._data = data if self._spark else as_lazy(data)
+        self._data: Any = data if self._spark else as_lazy(data)
         if privacy_unit is not None and (not isinstance(privacy_unit, str) or not privacy_unit):
             raise DataError("privacy_unit must be a column name (str) or None (one row per unit).")
         self._unit = privacy_unit
@@ -401,7 +401,7 @@ class GroupedQuery:
         if buckets is None:
             return totals.collect(), None
         out = polars().collect_all([totals, buckets])
-        return out[0], out[1]
+        return tuple(out)  # type: ignore[return-value]
 
     def _exact(self, plan: NoisePlan, seeds: Sequence[int]) -> tuple[Any, Any]:
         """Exact bounded totals (before charging: any data error is raised here)."""
@@ -411,7 +411,7 @@ class GroupedQuery:
 
             return spark_totals(self, layout, plan, seeds)
         src = self._source()
-        if self._q._unit is not None:
+        if self._q._unit is not None:  # refused before charging: every row must have a unit
             nulls = src.select(polars().col(self._q._unit).null_count()).collect().item()
             if nulls:
                 raise DataError(

@@ -94,7 +94,8 @@ class KeySelection:
         if self.method == "truncated_geometric":
             n = len(self.probabilities) - 1
             return (
-                f"truncated geometric, a key held by n units kept w.p. p(n); p(1)={self.delta:.3g}, "
+                f"truncated geometric, a key held by n units kept w.p. p(n); "
+                f"p(1)={self.delta:.3g}, "
                 f"p(n)=1 from n={n}"
             )
         what = "units" if self.method == "laplace" else "weights 2^20/sqrt(t)"
