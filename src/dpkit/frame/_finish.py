@@ -55,7 +55,8 @@ def _noise(mn: MeasureNoise, shape: int | tuple[int, ...], gen: Any) -> Array:
 def _noisy_scalar(totals: Any, mn: MeasureNoise, gen: Any) -> Array:
     exact = totals[measure_column(mn.measure)].to_numpy().astype(np.int64)
     # Fresh, independent noise for every released key, present in the data or not.
-    return np.ldexp((exact + _noise(mn, exact.size, gen)).astype(np.float64), -mn.exponent)
+    out: Array = np.ldexp((exact + _noise(mn, exact.size, gen)).astype(np.float64), -mn.exponent)
+    return out
 
 
 def _bucket_matrix(buckets: Any, totals: Any, keys: Sequence[str], m: Measure) -> Array:

@@ -400,8 +400,8 @@ class GroupedQuery:
         totals, buckets = bound(prep, layout, plan, self._bounding)
         if buckets is None:
             return totals.collect(), None
-        out = polars().collect_all([totals, buckets])
-        return tuple(out)  # type: ignore[return-value]
+        out: list[Any] = polars().collect_all([totals, buckets])
+        return out[0], out[1]
 
     def _exact(self, plan: NoisePlan, seeds: Sequence[int]) -> tuple[Any, Any]:
         """Exact bounded totals (before charging: any data error is raised here)."""

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from dpkit.errors import DataError
 from dpkit.frame._calibrate import NoisePlan
 from dpkit.frame._engine import polars
-from dpkit.frame._pipeline import ALL, G, H, ROWS, UNITS, WEIGHT, Layout, prepare
+from dpkit.frame._pipeline import ALL, ROWS, UNITS, WEIGHT, G, H, Layout, prepare
 from dpkit.frame._selection import weights
 
 if TYPE_CHECKING:  # pragma: no cover
