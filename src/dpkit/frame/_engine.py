@@ -34,7 +34,7 @@ def as_lazy(data: object, name: str = "data") -> Any:
     if isinstance(data, pl.DataFrame):
         return data.lazy()
     mod = type(data).__module__
-    if mod.startswith("pandas.") and type(data).__name__ == "DataFrame":
+    if mod.split(".")[0] == "pandas" and type(data).__name__ == "DataFrame":
         # Converted once; the index is not data (a privacy unit must be a column).
         return pl.from_pandas(data, include_index=False).lazy()
     raise DataError(

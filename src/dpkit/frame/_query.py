@@ -217,8 +217,8 @@ class GroupedQuery:
     # -- validation -------------------------------------------------------------------------
     def _public_frame(self, keys: object) -> Any:
         pl = polars()
-        if isinstance(keys, pl.DataFrame | pl.LazyFrame) or type(keys).__module__.startswith(
-            "pandas."
+        if isinstance(keys, pl.DataFrame | pl.LazyFrame) or type(keys).__module__.split(".")[0] == (
+            "pandas"
         ):
             frame = as_lazy(keys, "public_keys").collect()
         elif len(self._by) == 1:
