@@ -34,15 +34,29 @@ def _spent(a: Accountant) -> float:
     return float(a.spent.epsilon)
 
 
+def _q(df: pl.DataFrame, unit: str = "user") -> dpf.Query:
+    return dpf.Query(df, privacy_unit=unit)
+
+
+def _by(q: dpf.Query, key: str = "key") -> dpf.GroupBy:
+    return q.group_by(key, public_keys=["a"])
+
+
+_NULL_UNIT = pl.when(pl.col("x") > 5).then(None).otherwise(pl.col("user")).alias("user")
 BAD: list[tuple[str, Any]] = [
-    ("misspelt unit", lambda df: dpf.Query(df, privacy_unit="usr").group_by("key", public_keys=["a"]).agg(dpf.count())),
-    ("misspelt key", lambda df: dpf.Query(df, privacy_unit="user").group_by("kye", public_keys=["a"]).agg(dpf.count())),
-    ("misspelt value", lambda df: dpf.Query(df, privacy_unit="user").group_by("key", public_keys=["a"]).agg(dpf.sum("xx", bounds=(0, 1)))),
-    ("non-numeric", lambda df: dpf.Query(df, privacy_unit="user").group_by("key", public_keys=["a"]).agg(dpf.sum("s", bounds=(0, 1)))),
-    ("null unit", lambda df: dpf.Query(df.with_columns(pl.when(pl.col("x") > 5).then(None).otherwise(pl.col("user")).alias("user")), privacy_unit="user").group_by("key", public_keys=["a"]).agg(dpf.count())),
-    ("bad expression", lambda df: dpf.Query(df, privacy_unit="user").with_columns(y=pl.col("nope") * 2).group_by("key", public_keys=["a"]).agg(dpf.count())),
-    ("runtime cast failure", lambda df: dpf.Query(df, privacy_unit="user").with_columns(y=pl.col("s").cast(pl.Int64)).group_by("key", public_keys=["a"]).agg(dpf.sum("y", bounds=(0, 1)))),
-]  # fmt: skip
+    ("misspelt unit", lambda df: _by(_q(df, "usr")).agg(dpf.count())),
+    ("misspelt key", lambda df: _by(_q(df), "kye").agg(dpf.count())),
+    ("misspelt value", lambda df: _by(_q(df)).agg(dpf.sum("xx", bounds=(0, 1)))),
+    ("non-numeric", lambda df: _by(_q(df)).agg(dpf.sum("s", bounds=(0, 1)))),
+    ("null unit", lambda df: _by(_q(df.with_columns(_NULL_UNIT))).agg(dpf.count())),
+    ("bad expression", lambda df: _by(_q(df).with_columns(y=pl.col("nope") * 2)).agg(dpf.count())),
+    (
+        "runtime cast failure",
+        lambda df: _by(_q(df).with_columns(y=pl.col("s").cast(pl.Int64))).agg(
+            dpf.sum("y", bounds=(0, 1))
+        ),
+    ),
+]
 
 
 @pytest.mark.parametrize(("what", "build"), BAD, ids=[b[0] for b in BAD])
