@@ -130,28 +130,37 @@ def spark_totals(
     if b.max_rows_per_unit is not None:
         rn = f.row_number().over(window.partitionBy(unit).orderBy(H))
         kept = kept.withColumn("__rn", rn).filter(f.col("__rn") <= b.max_rows_per_unit)
-    per_key = pairs.groupBy(*keys).agg(
-        f.count(f.lit(1)).cast("long").alias(UNITS), f.sum(WEIGHT).cast("long").alias(WEIGHT)
-    )
-    sums = kept.groupBy(*keys).agg(
-        f.count(f.lit(1)).cast("long").alias(ROWS),
-        *(f.sum(c).cast("long").alias(c) for c in values),
-    )
-    totals = _collect(per_key, pl).join(_collect(sums, pl), on=keys, how="left")
-    totals = totals.with_columns([pl.col(c).fill_null(0) for c in (ROWS, *values)])
-    if not buckets:
-        return totals, None
-    parts = []
-    for name in buckets:
-        counts = kept.filter(f.col(name).isNotNull()).groupBy(*keys, name).count()
-        part = _collect(counts, pl).select(
-            *keys,
-            pl.lit(name).alias("__measure"),
-            pl.col(name).cast(pl.Int64).alias("__bucket"),
-            pl.col("count").cast(pl.Int64).alias("__count"),
+    kept = kept.cache()  # read by the totals and the bucket counts: prepare runs once
+    try:
+        per_key = pairs.groupBy(*keys).agg(
+            f.count(f.lit(1)).cast("long").alias(UNITS), f.sum(WEIGHT).cast("long").alias(WEIGHT)
         )
-        parts.append(part)
-    return totals, pl.concat(parts)
+        sums = kept.groupBy(*keys).agg(
+            f.count(f.lit(1)).cast("long").alias(ROWS),
+            *(f.sum(c).cast("long").alias(c) for c in values),
+        )
+        joined = per_key.join(sums, on=keys, how="left").fillna(0, subset=[ROWS, *values])
+        totals = _collect(joined, pl)
+        if not buckets:
+            return totals, None
+        parts = [
+            kept.filter(f.col(name).isNotNull())
+            .groupBy(*keys, name)
+            .agg(f.count(f.lit(1)).cast("long").alias("__count"))
+            .select(
+                *keys,
+                f.lit(name).alias("__measure"),
+                f.col(name).cast("long").alias("__bucket"),
+                "__count",
+            )
+            for name in buckets
+        ]
+        union = parts[0]
+        for part in parts[1:]:
+            union = union.unionByName(part)
+        return totals, _collect(union, pl)
+    finally:
+        kept.unpersist()
 
 
 def _collect(df: Any, pl: Any) -> Any:
