@@ -7,7 +7,8 @@ contribution"):
 1. *prepare* (row-wise, so it runs per batch on any engine): drop rows with a null/NaN in an
    aggregated column; clamp and map each value to its per-row integer (fixed point, a bucket);
    hash every row and every (unit, key) pair with secret 64-bit keys;
-2. *rows per (unit, key)* ``L∞``: keep the ``L∞`` rows with the smallest row hash;
+2. *rows per (unit, key)* ``L∞``: keep the ``L∞`` rows with the smallest row hash (one
+   ``arg_min`` for ``L∞ = 1``; a sort by hash then ``head`` otherwise);
 3. *keys per unit* ``L0``: keep the ``L0`` (unit, key) pairs with the smallest pair hash;
 4. *rows per unit* ``L1`` (optional): keep the ``L1`` surviving rows with the smallest row hash;
 5. exact integer sums per key (and per (key, bucket)).
@@ -121,12 +122,20 @@ def bound(prep: Any, layout: Layout, plan: NoisePlan, bounding: Bounding) -> tup
     buckets = [m.measure for m in plan.measures if m.measure.kind == "bucket"]
     lmax = bounding.max_rows
     row_path = bool(buckets) or bounding.max_rows_per_unit is not None
+    listed = [H, *(m.name for m in values), *(m.name for m in buckets)]
     per_pair: list[Any] = [pl.col(G).first(), pl.len().clip(0, lmax).cast(pl.Int64).alias(ROWS)]
-    if row_path:
-        listed = [H, *(m.name for m in values), *(m.name for m in buckets)]
-        per_pair += [pl.col(c).bottom_k_by(H, lmax) for c in listed]
+    if lmax == 1 and not row_path:
+        # the row with the smallest hash, found without sorting (independent of row order)
+        first = pl.col(H).arg_min()
+        per_pair += [pl.col(m.name).get(first) for m in values]
     else:
-        per_pair += [pl.col(m.name).bottom_k_by(H, lmax).sum() for m in values]
+        # Rows sorted by hash; an aggregation keeps the order of rows within each group, so
+        # head(L∞) is the L∞ smallest hashes (rows with equal hashes are equal).
+        prep = prep.sort(H)
+        if row_path:
+            per_pair += [pl.col(c).head(lmax) for c in listed]
+        else:
+            per_pair += [pl.col(m.name).head(lmax).sum() for m in values]
     pairs = prep.group_by([unit, *keys]).agg(per_pair)
     pairs = pairs.filter(pl.col(G).rank("ordinal").over(unit) <= bounding.max_groups)
     if plan.selection is not None and plan.selection.method == "gaussian":
