@@ -143,3 +143,18 @@ def test_null_and_nan_values_are_dropped_before_bounding() -> None:
     a = _totals(df, max_rows=5, max_groups=1)
     b = _totals(clean, max_rows=5, max_groups=1)
     assert a.equals(b) and int(a["__rows"][0]) == 2
+
+
+def test_one_row_per_pair_is_one_of_its_rows_chosen_by_the_key() -> None:
+    """L∞ = 1 keeps exactly one of the pair's rows (its value, not a mix), keyed by the hash."""
+    df = pl.DataFrame({"user": [7, 7, 7, 7], "key": [0] * 4, "x": [1.0, 2.0, 3.0, 4.0]})
+    q = dpf.Query(df, privacy_unit="user").group_by("key", public_keys=[0], max_rows=1)
+    g = q.agg(dpf.sum("x", bounds=B))
+    mn = g.explain(epsilon=1.0).plan.measures[0]
+    picked = set()
+    for seed in range(12):
+        got = g.bounded_aggregates(seed=seed)
+        assert isinstance(got, pl.DataFrame)
+        picked.add(int(got[mn.measure.name][0]) / 2.0**mn.exponent)
+    assert picked <= {1.0, 2.0, 3.0, 4.0}
+    assert len(picked) >= 2  # 12 keys all picking the same of 4 rows: chance 4 · 4^-12

@@ -7,8 +7,8 @@ contribution"):
 1. *prepare* (row-wise, so it runs per batch on any engine): drop rows with a null/NaN in an
    aggregated column; clamp and map each value to its per-row integer (fixed point, a bucket);
    hash every row and every (unit, key) pair with secret 64-bit keys;
-2. *rows per (unit, key)* ``L∞``: keep the ``L∞`` rows with the smallest row hash (one
-   ``arg_min`` for ``L∞ = 1``; a sort by hash then ``head`` otherwise);
+2. *rows per (unit, key)* ``L∞``: keep the ``L∞`` rows with the smallest row hash (a packed
+   ``min`` for ``L∞ = 1``; one sort by hash then ``head`` within each group otherwise);
 3. *keys per unit* ``L0``: keep the ``L0`` (unit, key) pairs with the smallest pair hash;
 4. *rows per unit* ``L1`` (optional): keep the ``L1`` surviving rows with the smallest row hash;
 5. exact integer sums per key (and per (key, bucket)).
@@ -33,7 +33,7 @@ from dpkit.frame._calibrate import Bounding, NoisePlan
 from dpkit.frame._engine import polars
 from dpkit.frame._selection import weights
 
-__all__ = ["ALL", "Layout", "bound", "bucket_column", "prepare"]
+__all__ = ["ALL", "Layout", "bound", "bucket_column", "pack_min", "prepare"]
 
 ALL = "__all"  # the constant key of an aggregate without group-by
 H, G, UNITS, ROWS, WEIGHT = "__h", "__g", "__units", "__rows", "__weight"
@@ -46,6 +46,17 @@ class Layout:
     unit: str
     keys: tuple[str, ...]
     values: tuple[str, ...]  # data columns read by aggregations
+
+
+_LOW = 1 << 32
+_HALF = 1 << 31
+
+
+def pack_min(h: Any, t: Any) -> Any:
+    """min over a group of ``(h // 2^32) · 2^32 + t + 2^31``, unpacked back to ``t``."""
+    packed = (h // _LOW) * _LOW + (t + _HALF)
+    low = packed.min()
+    return low - (low // _LOW) * _LOW - _HALF
 
 
 def bucket_column(m: Measure) -> str:
@@ -125,9 +136,11 @@ def bound(prep: Any, layout: Layout, plan: NoisePlan, bounding: Bounding) -> tup
     listed = [H, *(m.name for m in values), *(m.name for m in buckets)]
     per_pair: list[Any] = [pl.col(G).first(), pl.len().clip(0, lmax).cast(pl.Int64).alias(ROWS)]
     if lmax == 1 and not row_path:
-        # the row with the smallest hash, found without sorting (independent of row order)
-        first = pl.col(H).arg_min()
-        per_pair += [pl.col(m.name).get(first) for m in values]
+        # One row per (unit, key): the row with the smallest hash, by a plain min over
+        # ``hash_top32 · 2^32 + (t + 2^31)`` (|t| ≤ 2^30 fits the low half). Rows whose hashes
+        # share the top 32 bits (chance 2^-32 per pair of rows) fall back to the smaller value:
+        # still a function of the unit's own rows only.
+        per_pair += [pack_min(pl.col(H), pl.col(m.name)).alias(m.name) for m in values]
     else:
         # Rows sorted by hash; an aggregation keeps the order of rows within each group, so
         # head(L∞) is the L∞ smallest hashes (rows with equal hashes are equal).

@@ -101,13 +101,30 @@ def spark_totals(
     b = gq._bounding
     values = [m.measure.name for m in plan.measures if m.measure.kind == "value"]
     buckets = [m.measure.name for m in plan.measures if m.measure.kind == "bucket"]
-    rows = prep.withColumn("__rn", f.row_number().over(window.partitionBy(unit, *keys).orderBy(H)))
-    rows = rows.filter(f.col("__rn") <= b.max_rows).drop("__rn")
-    pairs = rows.groupBy(unit, *keys).agg(
-        f.first(G).alias(G),
-        f.count(f.lit(1)).alias(ROWS),
-        *(f.sum(c).alias(c) for c in values),
-    )
+    row_path = bool(buckets) or b.max_rows_per_unit is not None
+    if b.max_rows == 1 and not row_path:  # the packed min of the Polars engine, same integers
+        low, half = 1 << 32, 1 << 31
+        packed = [
+            f.min(f.shiftleft(f.shiftright(f.col(H), 32), 32) + (f.col(c) + f.lit(half))).alias(c)
+            for c in values
+        ]
+        pairs = prep.groupBy(unit, *keys).agg(
+            f.first(G).alias(G), f.lit(1).cast("long").alias(ROWS), *packed
+        )
+        pairs = pairs.select(
+            unit, *keys, G, ROWS,
+            *((f.col(c).bitwiseAND(f.lit(low - 1)) - f.lit(half)).alias(c) for c in values),
+        )  # fmt: skip
+        rows = prep
+    else:
+        rn = f.row_number().over(window.partitionBy(unit, *keys).orderBy(H))
+        rows = prep.withColumn("__rn", rn)
+        rows = rows.filter(f.col("__rn") <= b.max_rows).drop("__rn")
+        pairs = rows.groupBy(unit, *keys).agg(
+            f.first(G).alias(G),
+            f.count(f.lit(1)).alias(ROWS),
+            *(f.sum(c).alias(c) for c in values),
+        )
     pairs = pairs.withColumn("__gr", f.row_number().over(window.partitionBy(unit).orderBy(G)))
     pairs = pairs.filter(f.col("__gr") <= b.max_groups).drop("__gr")
     if plan.selection is not None and plan.selection.method == "gaussian":
@@ -117,7 +134,6 @@ def spark_totals(
         pairs = pairs.withColumn(WEIGHT, f.element_at(table, (tcount + 1).cast("int")))
     else:
         pairs = pairs.withColumn(WEIGHT, f.lit(0).cast("long"))
-    row_path = bool(buckets) or b.max_rows_per_unit is not None
     if not row_path:
         totals = pairs.groupBy(*keys).agg(
             f.sum(ROWS).cast("long").alias(ROWS),
