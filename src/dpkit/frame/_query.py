@@ -393,17 +393,25 @@ class GroupedQuery:
         return Explanation(self._steps(plan), plan, plan.epsilon, plan.delta, plan.event)
 
     def _totals(
-        self, src: Any, layout: Layout, plan: NoisePlan, seeds: Sequence[int]
+        self,
+        src: Any,
+        layout: Layout,
+        plan: NoisePlan,
+        seeds: Sequence[int],
+        streaming: bool = False,
     ) -> tuple[Any, Any]:
         own = self._q._unit is None
         prep = prepare(src, layout, plan, seeds, own_unit=own)
         totals, buckets = bound(prep, layout, plan, self._bounding)
+        engine = "streaming" if streaming else "auto"
         if buckets is None:
-            return totals.collect(), None
-        out: list[Any] = polars().collect_all([totals, buckets])
+            return totals.collect(engine=engine), None
+        out: list[Any] = polars().collect_all([totals, buckets], engine=engine)
         return out[0], out[1]
 
-    def _exact(self, plan: NoisePlan, seeds: Sequence[int]) -> tuple[Any, Any]:
+    def _exact(
+        self, plan: NoisePlan, seeds: Sequence[int], streaming: bool = False
+    ) -> tuple[Any, Any]:
         """Exact bounded totals (before charging: any data error is raised here)."""
         layout = self._layout()
         if self._q._spark:
@@ -419,7 +427,7 @@ class GroupedQuery:
                     "belong to a unit (drop or assign them before the query)."
                 )
         try:
-            return self._totals(src, layout, plan, seeds)
+            return self._totals(src, layout, plan, seeds, streaming)
         except Exception as exc:
             raise DataError(
                 f"computing the bounded aggregates failed ({type(exc).__name__})."
@@ -436,6 +444,7 @@ class GroupedQuery:
         selection: str | None = None,
         selection_share: float = 0.5,
         alpha: float = 0.05,
+        streaming: bool = False,
     ) -> FrameRelease:
         """Release the noisy per-group aggregates.
 
@@ -458,6 +467,9 @@ class GroupedQuery:
             Fraction of ε spent on key selection (default 0.5).
         alpha : float
             Intervals are (1 − alpha) per cell, for the noise only.
+        streaming : bool
+            Run the Polars plan on the streaming engine (inputs larger than memory, e.g. a
+            ``pl.scan_parquet`` frame).
 
         Returns
         -------
@@ -478,7 +490,7 @@ class GroupedQuery:
         plan = explanation.plan
         gen = as_generator(rng)
         seeds = [int(v) for v in gen.integers(0, 2**63 - 1, size=4, dtype="int64")]
-        totals, buckets = self._exact(plan, seeds)
+        totals, buckets = self._exact(plan, seeds, streaming)
         keys = list(self._layout().keys)
         if self._public is not None:
             totals, buckets = public_totals(totals, buckets, self._public, keys)
