@@ -43,4 +43,6 @@ def demo() -> None:
                 "shop", "buyers", "mean_amount", "mean_amount_lo", "mean_amount_hi", "exact_mean"
             )
         )
-    print(f"spent epsilon={acct.spent.epsilon:.3f} of 1.0 (keys chosen privately, no list given)")
+    spent = acct.spent
+    assert isinstance(spent, ApproxDP)
+    print(f"spent epsilon={spent.epsilon:.3f} of 1.0 (keys chosen privately, no list given)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from dpkit.accounting import Event
 from dpkit.frame._calibrate import NoisePlan
@@ -59,6 +60,6 @@ class FrameRelease:
         The plan that was executed.
     """
 
-    frame: object
+    frame: Any
     event: Event
     explanation: Explanation
