@@ -158,3 +158,38 @@ def test_one_row_per_pair_is_one_of_its_rows_chosen_by_the_key() -> None:
         picked.add(int(got[mn.measure.name][0]) / 2.0**mn.exponent)
     assert picked <= {1.0, 2.0, 3.0, 4.0}
     assert len(picked) >= 2  # 12 keys all picking the same of 4 rows: chance 4 · 4^-12
+
+
+def test_join_with_public_table_then_group() -> None:
+    df = _table(7)
+    regions = pl.DataFrame({"key": list(range(12)), "region": ["n", "s", "e"] * 4})
+    q = dpf.Query(df, privacy_unit="user").join(regions, on="key")
+    got = q.group_by("region", max_rows=100, max_groups=3).agg(dpf.count()).bounded_aggregates()
+    assert isinstance(got, pl.DataFrame)
+    want = df.join(regions, on="key").group_by("region").len().sort("region")
+    assert got["__rows"].to_list() == want["len"].to_list()
+
+
+@pytest.mark.parametrize(
+    ("keys", "delta", "noise"),
+    [
+        (["a", "b"], 0.0, None),
+        (["a", "b"], 1e-6, None),
+        (None, 1e-6, None),
+        (None, 1e-6, "gaussian"),
+    ],
+)
+def test_a_query_costing_the_whole_budget_fits_it(
+    keys: list[str] | None, delta: float, noise: str | None
+) -> None:
+    from dpkit.accounting import Accountant, ApproxDP, PureDP
+
+    df = pl.DataFrame({"user": [1, 2, 2], "key": ["a", "b", "b"], "x": [1.0, 2.0, 3.0]})
+    budget = ApproxDP(epsilon=0.7, delta=delta) if delta else PureDP(epsilon=0.7)
+    acct = Accountant(budget)
+    g = dpf.Query(df, privacy_unit="user").group_by("key", public_keys=keys, max_groups=2)
+    g.agg(dpf.count(), dpf.mean("x", bounds=(0, 5))).release(
+        epsilon=0.7, delta=delta, noise=noise, accountant=acct, rng=1
+    )
+    spent = acct.spent
+    assert spent.epsilon == pytest.approx(0.7, rel=1e-6)  # type: ignore[attr-defined]
