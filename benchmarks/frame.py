@@ -197,7 +197,11 @@ def pipelinedp_part(rows: list[tuple[str, ...]]) -> None:
         return
     q = dpkit_query(df, public=False)
     t_dp = best_of(lambda: q.release(epsilon=EPS, delta=DELTA))
-    t_pdp = best_of(lambda: pipelinedp_release(df), 1)
+    try:
+        t_pdp = best_of(lambda: pipelinedp_release(df), 1)
+    except Exception as exc:  # a peer's failure is reported, not fatal
+        print(f"skip PipelineDP: it fails on this workload: {type(exc).__name__}: {exc}")
+        return
     rows.append(("dpkit.frame, private keys (1,000,000 rows)", f"{t_dp:.3f}", "1.00"))
     rows.append(
         ("PipelineDP local backend (1,000,000 rows)", f"{t_pdp:.3f}", f"{t_pdp / t_dp:.2f}")
@@ -255,7 +259,10 @@ def main() -> None:
     polars_part(a.rows, rows)
     pipelinedp_part(rows)
     if not a.no_spark:
-        run_spark(make_data(a.spark_rows, seed=2), rows, None)
+        try:
+            run_spark(make_data(a.spark_rows, seed=2), rows, None)
+        except Exception as exc:
+            print(f"Spark part failed: {type(exc).__name__}: {str(exc)[:300]}")
     print(f"Polars {pl.__version__}; machine load {os.getloadavg()[0]:.1f} (shared: ratios only)")
     print(table(rows, ("what", "seconds", "ratio")))
 

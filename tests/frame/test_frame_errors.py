@@ -259,3 +259,22 @@ def _fails_cleanly(cls: type[dpf.GroupedQuery]) -> bool:
 def test_no_failure_after_charge() -> None:
     assert _fails_cleanly(dpf.GroupedQuery)
     assert not _fails_cleanly(_ChargeFirst)
+
+
+def test_distinct_units_sensitivity_with_a_row_cap_below_the_key_cap() -> None:
+    """Units are counted on the pairs kept by L0, so L1 < L0 must not shrink their sensitivity:
+    a unit with rows in three keys moves three unit counts even with one row per unit."""
+    df = pl.DataFrame({"user": [9, 9, 9, 1], "key": ["a", "b", "c", "a"], "x": [1.0] * 4})
+    q = dpf.Query(df, privacy_unit="user").group_by(
+        "key", public_keys=["a", "b", "c"], max_groups=3, max_rows_per_unit=1
+    )
+    g = q.agg(dpf.count_units())
+    claimed = g.explain(epsilon=1.0).plan.measures[0].l1
+    without = dpf.Query(df.filter(pl.col("user") != 9), privacy_unit="user").group_by(
+        "key", public_keys=["a", "b", "c"], max_groups=3, max_rows_per_unit=1
+    )
+    a = g.bounded_aggregates()
+    b = without.agg(dpf.count_units()).bounded_aggregates()
+    assert isinstance(a, pl.DataFrame) and isinstance(b, pl.DataFrame)
+    moved = int((a["__units"] - b.sort("key")["__units"]).abs().sum())
+    assert moved == 3 and claimed >= moved

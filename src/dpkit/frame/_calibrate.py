@@ -53,8 +53,8 @@ class Bounding:
         """``(c, T, coordinates)`` for a per-row integer of magnitude 1 (see module notes)."""
         l1 = self.max_rows_per_unit
         if measure.kind == "units":
-            groups = self.max_groups if l1 is None else min(self.max_groups, l1)
-            c, total = 1, groups
+            # units are counted on the (unit, key) pairs kept by L0, before the L1 row cap
+            c, total = 1, self.max_groups
         else:
             rows = self.max_rows * self.max_groups
             c = self.max_rows if l1 is None else min(self.max_rows, l1)

@@ -287,7 +287,7 @@ class GroupedQuery:
         if selection is not None:
             return selection
         b = self._bounding
-        one = b.max_groups == 1 or b.max_rows_per_unit == 1
+        one = b.max_groups == 1
         return "truncated_geometric" if one and not b.replace else "gaussian"
 
     def _plan(
@@ -304,11 +304,8 @@ class GroupedQuery:
             raise PrivacyParameterError(f"noise must be 'laplace' or 'gaussian', got {noise!r}.")
         if self._public is None:
             b = self._bounding
-            groups = (
-                b.max_groups
-                if b.max_rows_per_unit is None
-                else min(b.max_groups, b.max_rows_per_unit)
-            )
+            # keys are selected on the (unit, key) pairs kept by L0 (before any L1 row cap)
+            groups = b.max_groups
             if noise is None and groups == 1:
                 kind = "laplace"  # one group per unit: pure noise, all of δ to selection
             if dlt == 0:
