@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import polars as pl
@@ -193,3 +195,19 @@ def test_a_query_costing_the_whole_budget_fits_it(
     )
     spent = acct.spent
     assert spent.epsilon == pytest.approx(0.7, rel=1e-6)  # type: ignore[attr-defined]
+
+
+def test_streaming_engine_from_parquet_gives_the_same_totals(tmp_path: Any) -> None:
+    df = _table(8)
+    path = tmp_path / "t.parquet"
+    df.write_parquet(path)
+    aggs = (dpf.count(), dpf.sum("x", bounds=B))
+    mem = dpf.Query(df, privacy_unit="user").group_by("key", max_groups=2).agg(*aggs)
+    lazy = dpf.Query(pl.scan_parquet(path), privacy_unit="user").group_by("key", max_groups=2)
+    g = lazy.agg(*aggs)
+    plan = g.explain(epsilon=1.0, delta=1e-6).plan
+    a, _ = mem._exact(plan, (1, 2, 3, 4))
+    b, _ = g._exact(plan, (1, 2, 3, 4), streaming=True)
+    assert a.sort("key").equals(b.sort("key"))
+    r = g.release(epsilon=1.0, delta=1e-6, rng=0, streaming=True)
+    assert r.frame.height <= 12
