@@ -106,6 +106,47 @@ def _tree_quantiles(noisy: list[Array], agg: Aggregation) -> Array:
     return out
 
 
+def _tree_intervals(
+    noisy: list[Array], agg: Aggregation, h: float
+) -> tuple[Array, Array]:
+    """(1 − alpha) intervals for the quantiles, valid when every node's noise is within ``h``
+    (``h`` at alpha / number of nodes: Bonferroni).
+
+    The prefix count of the first i leaves is a sum of at most (B − 1) nodes per level, so its
+    error is at most h times that number; the total count's at most B·h. The true quantile's
+    leaf boundary i* (the first with F(i) ≥ q·n) then lies between the first i whose optimistic
+    prefix reaches q times the smallest possible n, and the first whose pessimistic prefix
+    reaches q times the largest possible n. Post-processing of the released nodes only.
+    """
+    assert agg.bounds is not None
+    lo, hi = agg.bounds
+    b, levels = agg.branching, agg.levels
+    n_groups, leaves = noisy[-1].shape
+    i = np.arange(leaves + 1)
+    prefix = np.zeros((n_groups, leaves + 1))
+    used = np.zeros(leaves + 1)
+    for level in range(levels):
+        size = b ** (levels - 1 - level)  # leaves per node at this level
+        start = (i // (size * b)) * b if level else np.zeros_like(i)
+        stop = i // size
+        cs = np.concatenate([np.zeros((n_groups, 1)), np.cumsum(noisy[level], axis=1)], axis=1)
+        prefix += cs[:, stop] - cs[:, start]
+        used += stop - start
+    err = used * h
+    total = prefix[:, -1]
+    n_lo, n_hi = np.maximum(total - b * h, 0.0), total + b * h
+    width = (hi - lo) / leaves
+    los, his = np.empty((n_groups, len(agg.qs))), np.empty((n_groups, len(agg.qs)))
+    for j, q in enumerate(agg.qs):
+        reach_lo = (prefix + err) >= q * n_lo[:, None]
+        reach_hi = (prefix - err) >= q * n_hi[:, None]
+        i_lo = np.where(reach_lo.any(axis=1), reach_lo.argmax(axis=1), leaves)
+        i_hi = np.where(reach_hi.any(axis=1), reach_hi.argmax(axis=1), leaves)
+        los[:, j] = lo + np.maximum(i_lo - 1, 0) * width
+        his[:, j] = lo + np.maximum(i_hi, 1) * width
+    return los, his
+
+
 def _ratio_box(s: tuple[Array, Array], n: tuple[Array, Array]) -> tuple[Array, Array]:
     """Range of S/N over the box; ±inf where N's range reaches 0."""
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -197,9 +238,13 @@ def finish(
                 out[f"{agg.alias}_{i}_lo"] = v[:, i] - hw
                 out[f"{agg.alias}_{i}_hi"] = v[:, i] + hw
         else:
-            qv = _tree_quantiles(noisy[ms[0].name], agg)
+            tree = noisy[ms[0].name]
+            qv = _tree_quantiles(tree, agg)
+            nodes = sum(x.shape[1] for x in tree)
+            qlo, qhi = _tree_intervals(tree, agg, mns[0].half_width(a_each / nodes))
             for j, q in enumerate(agg.qs):
-                out[f"{agg.alias}_{_qname(q)}"] = qv[:, j]
+                name = f"{agg.alias}_{_qname(q)}"
+                out[name], out[f"{name}_lo"], out[f"{name}_hi"] = qv[:, j], qlo[:, j], qhi[:, j]
     frame = pl.DataFrame(out) if out else pl.DataFrame()
     return frame
 
