@@ -106,9 +106,7 @@ def _tree_quantiles(noisy: list[Array], agg: Aggregation) -> Array:
     return out
 
 
-def _tree_intervals(
-    noisy: list[Array], agg: Aggregation, h: float
-) -> tuple[Array, Array]:
+def _tree_intervals(noisy: list[Array], agg: Aggregation, h: float) -> tuple[Array, Array]:
     """(1 − alpha) intervals for the quantiles, valid when every node's noise is within ``h``
     (``h`` at alpha / number of nodes: Bonferroni).
 

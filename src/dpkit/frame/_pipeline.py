@@ -150,17 +150,18 @@ def bound(prep: Any, layout: Layout, plan: NoisePlan, bounding: Bounding) -> tup
         else:
             per_pair += [pl.col(m.name).head(lmax).sum() for m in values]
     pairs = prep.group_by([unit, *keys]).agg(per_pair)
-    pairs = pairs.filter(pl.col(G).rank("ordinal").over(unit) <= bounding.max_groups)
+    l0 = bounding.max_groups
+    keep = pl.col(G).rank("ordinal").over(unit) <= l0
     if plan.selection is not None and plan.selection.method == "gaussian":
-        w = weights(bounding.max_groups)
-        t = pl.len().over(unit).cast(pl.Int64)
-        # exact integer weights floor(2^20/√t) by table look-up (t ≤ L0 after step 3)
-        expr = pl.lit(0, dtype=pl.Int64)
-        for i in range(bounding.max_groups, 0, -1):
-            expr = pl.when(t == i).then(pl.lit(w[i], dtype=pl.Int64)).otherwise(expr)
-        pairs = pairs.with_columns(expr.alias(WEIGHT))
+        # keys kept per unit t = min(keys, L0), from the same window as the L0 cap; then exact
+        # integer weights floor(2^20/√t) by table look-up
+        w = weights(l0)
+        t = pl.len().over(unit).clip(0, l0).cast(pl.Int64)
+        pairs = pairs.with_columns(keep.alias("__keep"), t.alias("__t")).filter(pl.col("__keep"))
+        weight = pl.col("__t").replace_strict(list(range(1, l0 + 1)), w[1:], return_dtype=pl.Int64)
+        pairs = pairs.with_columns(weight.alias(WEIGHT)).drop("__keep", "__t")
     else:
-        pairs = pairs.with_columns(pl.lit(0, dtype=pl.Int64).alias(WEIGHT))
+        pairs = pairs.filter(keep).with_columns(pl.lit(0, dtype=pl.Int64).alias(WEIGHT))
     if not row_path:
         totals = pairs.group_by(keys).agg(
             pl.col(ROWS).sum(),
