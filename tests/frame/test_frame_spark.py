@@ -96,3 +96,12 @@ def test_release_same_shape_and_errors(spark: Any) -> None:
         )
     with pytest.raises(DataError):
         dpf.Query(sdf, privacy_unit="user").filter(pl.col("x") > 0)
+    nulls = df.with_columns(pl.when(pl.col("x") > 100).then(None).otherwise("user").alias("user"))
+    snull = spark.createDataFrame(nulls.to_arrow())
+    g = dpf.Query(snull, privacy_unit="user").group_by("city", public_keys=pub).agg(*aggs)
+    from dpkit.accounting import Accountant, PureDP
+
+    acct = Accountant(PureDP(epsilon=5.0))
+    with pytest.raises(DataError, match="null"):
+        g.release(epsilon=1.0, accountant=acct)
+    assert not acct.ledger

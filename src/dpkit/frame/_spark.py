@@ -90,10 +90,6 @@ def spark_totals(
     unit, keys = layout.unit, list(layout.keys)
     if gq._q._unit is None:
         df = df.withColumn(unit, f.monotonically_increasing_id())
-    elif df.filter(f.col(unit).isNull()).limit(1).count():
-        raise DataError(
-            f"the privacy unit column {unit!r} has null values; every row must belong to a unit."
-        )
     df = df.select(unit, *keys, *layout.values)
     prep = df.mapInArrow(
         _prepare_batches(layout, plan, seeds), _prepared_schema(df, layout, plan, t)
@@ -140,8 +136,9 @@ def spark_totals(
             *(f.sum(c).cast("long").alias(c) for c in values),
             f.count(f.lit(1)).cast("long").alias(UNITS),
             f.sum(WEIGHT).cast("long").alias(WEIGHT),
+            _nulls(f, unit),
         )
-        return _collect(totals, pl), None
+        return _checked(_collect(totals, pl), unit), None
     kept = rows.join(pairs.select(unit, *keys), on=[unit, *keys], how="left_semi")
     if b.max_rows_per_unit is not None:
         rn = f.row_number().over(window.partitionBy(unit).orderBy(H))
@@ -149,14 +146,16 @@ def spark_totals(
     kept = kept.cache()  # read by the totals and the bucket counts: prepare runs once
     try:
         per_key = pairs.groupBy(*keys).agg(
-            f.count(f.lit(1)).cast("long").alias(UNITS), f.sum(WEIGHT).cast("long").alias(WEIGHT)
+            f.count(f.lit(1)).cast("long").alias(UNITS),
+            f.sum(WEIGHT).cast("long").alias(WEIGHT),
+            _nulls(f, unit),
         )
         sums = kept.groupBy(*keys).agg(
             f.count(f.lit(1)).cast("long").alias(ROWS),
             *(f.sum(c).cast("long").alias(c) for c in values),
         )
         joined = per_key.join(sums, on=keys, how="left").fillna(0, subset=[ROWS, *values])
-        totals = _collect(joined, pl)
+        totals = _checked(_collect(joined, pl), unit)
         if not buckets:
             return totals, None
         parts = [
@@ -177,6 +176,20 @@ def spark_totals(
         return totals, _collect(union, pl)
     finally:
         kept.unpersist()
+
+
+def _nulls(f: Any, unit: str) -> Any:
+    """Pairs with a null unit, counted in the same job as the totals (no extra pass)."""
+    return f.sum(f.col(unit).isNull().cast("long")).alias("__null_units")
+
+
+def _checked(totals: Any, unit: str) -> Any:
+    """Refuse null units (before anything is charged) and drop the check column."""
+    if totals.height and int(totals["__null_units"].sum() or 0) > 0:
+        raise DataError(
+            f"the privacy unit column {unit!r} has null values; every row must belong to a unit."
+        )
+    return totals.drop("__null_units")
 
 
 def _collect(df: Any, pl: Any) -> Any:
