@@ -1,0 +1,222 @@
+"""Sensitivities from the contribution bounds, and the noise that pays for a grouped query.
+
+After bounding, one privacy unit owns at most ``L∞`` rows in each group, rows in at most ``L0``
+groups, and (optionally) at most ``L1`` rows in all. For a measure whose per-row integer lies in
+``[-a, a]``, the unit's contribution to the vector of per-group (per-bucket) sums therefore has
+at most ``c = a · min(L∞, L1)`` in any coordinate and at most ``T = a · r · min(L0·L∞, L1)`` in
+all, with ``r`` the coordinates one row touches (1, or the levels of a quantile tree). The ℓ1
+sensitivity under add/remove-one-unit is ``T``; the ℓ2 sensitivity is at most ``√(T·c)`` (the
+sum of squares of non-negative entries at most ``c`` adding to ``T`` is largest when they are
+``T/c`` entries equal to ``c``). Replacing a unit removes its rows and adds others, possibly in
+other groups: both sensitivities double (seed 004, bounded vs unbounded neighbours).
+
+Noise: exact discrete Laplace of scale ``T/ε_j`` per coordinate (ε_j-DP for the vector, the
+ℓ1 Laplace mechanism; seed 003) or exact discrete Gaussian with ``ρ_j = Δ₂²/(2σ²)``-zCDP
+(Canonne, Kamath and Steinke 2020, Theorem 14), with the budget split equally between the
+measures. Fixed-point exponents are chosen from the noise scale, before any data are read, so
+that the noise is about ``2^20`` output units wide: exact integer sums at a resolution far below
+the noise, with room for 2^33 rows per group in int64.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+from dpkit.accounting import ComposedEvent, Event, PureDPEvent, ZCDPEvent, zcdp_epsilon
+from dpkit.errors import PrivacyParameterError
+from dpkit.frame._aggs import Measure
+from dpkit.frame._selection import KeySelection
+from dpkit.mechanisms._tails import discrete_gaussian_quantile, discrete_laplace_quantile
+from dpkit.noise import sampled_sigma
+
+__all__ = ["Bounding", "MeasureNoise", "NoisePlan", "noise_plan", "rho_for"]
+
+_SLACK = 1.0 - 1e-9  # targets are shaved so that float sums of the parts stay below the budget
+_WIDTH_BITS = 20  # noise is about 2^20 output units wide
+_ROW_BITS = 30  # per-row fixed-point integers stay within ±2^30 (int64 sums: 2^33 rows)
+_MAX_SIGMA = float(1 << 30)  # the widest discrete Gaussian dpkit.noise samples
+
+
+@dataclass(frozen=True)
+class Bounding:
+    """The public contribution bounds: rows per (unit, group), groups per unit, rows per unit."""
+
+    max_rows: int
+    max_groups: int
+    max_rows_per_unit: int | None
+    replace: bool
+
+    def caps(self, measure: Measure) -> tuple[int, int, int]:
+        """``(c, T, coordinates)`` for a per-row integer of magnitude 1 (see module notes)."""
+        l1 = self.max_rows_per_unit
+        if measure.kind == "units":
+            # units are counted on the (unit, key) pairs kept by L0, before the L1 row cap
+            c, total = 1, self.max_groups
+        else:
+            rows = self.max_rows * self.max_groups
+            c = self.max_rows if l1 is None else min(self.max_rows, l1)
+            total = (rows if l1 is None else min(rows, l1)) * measure.levels
+        coords = -(-total // c)
+        return c, total, coords
+
+
+@dataclass(frozen=True)
+class MeasureNoise:
+    """How one measure is made an integer and noised."""
+
+    measure: Measure
+    exponent: int  # per-row integer = floor(f(x) · 2**exponent)
+    row_max: int  # |per-row integer| ≤ row_max
+    l1: int  # ℓ1 sensitivity of the vector of sums, integer units
+    l2: float  # ℓ2 sensitivity, integer units (rounded up)
+    coordinates: int  # coordinates one unit can change
+    kind: str  # "laplace" or "gaussian"
+    scale: Fraction  # b or σ in integer units
+    epsilon: float  # its share (Laplace: ε_j actually spent)
+    rho: float  # its share (Gaussian: ρ_j actually spent)
+
+    @property
+    def unit(self) -> float:
+        return math.ldexp(1.0, -self.exponent)
+
+    @property
+    def real_scale(self) -> float:
+        """The noise scale in the measure's real units (b or σ)."""
+        return float(self.scale) * self.unit
+
+    @property
+    def sd(self) -> float:
+        """Standard deviation of the noise per coordinate, real units."""
+        if self.kind == "gaussian":
+            return self.real_scale
+        p = math.exp(-1.0 / float(self.scale))
+        return math.sqrt(2.0 * p) / (1.0 - p) * self.unit
+
+    def half_width(self, alpha: float) -> float:
+        """h with P(|noise| > h) ≤ alpha per coordinate, real units, plus one fixed-point step."""
+        if self.kind == "gaussian":
+            m = discrete_gaussian_quantile(float(self.scale), alpha)
+        else:
+            m = discrete_laplace_quantile(float(self.scale), alpha)
+        # Flooring each row to the fixed-point grid moves a sum by < 1 unit per row; that is
+        # bias, not noise, and it is negligible (2^-20 of the noise per row) except for huge
+        # groups, so it is not added here.
+        return m * self.unit
+
+
+@dataclass(frozen=True)
+class NoisePlan:
+    """Calibrated noise for every measure, key selection, and the event paying for all of it."""
+
+    measures: tuple[MeasureNoise, ...]
+    selection: KeySelection | None
+    event: Event
+    epsilon: float
+    delta: float
+
+    def of(self, measure: Measure) -> MeasureNoise:
+        for m in self.measures:
+            if m.measure == measure:
+                return m
+        raise KeyError(measure.name)  # pragma: no cover - internal
+
+
+def rho_for(epsilon: float, delta: float) -> float:
+    """Largest ρ (to 1e-12 relative) whose zCDP→(ε, δ) conversion (CKS 2020, Cor. 13) is ≤ ε."""
+    lo, hi = 0.0, max(1.0, epsilon)
+    while zcdp_epsilon(hi, delta) <= epsilon:
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if zcdp_epsilon(mid, delta) <= epsilon:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-12 * hi:
+            break
+    return lo
+
+
+def _exponent(measure: Measure, real_scale_per_unit_a: float) -> int:
+    """Fixed-point exponent: noise ≈ 2^20 units wide, per-row integers within ±2^30."""
+    if measure.kind in ("rows", "units", "bucket"):
+        return 0
+    cap = _ROW_BITS - math.frexp(measure.max_abs)[1]
+    want = _WIDTH_BITS - math.frexp(real_scale_per_unit_a * measure.max_abs)[1]
+    return min(cap, want)
+
+
+def _row_max(measure: Measure, k: int) -> int:
+    if measure.kind != "value":
+        return 1
+    assert measure.bounds is not None
+    if measure.transform == "plain":
+        lo, hi = measure.bounds
+    elif measure.transform == "centred":
+        lo, hi = -1.0, 1.0
+    else:
+        lo, hi = 0.0, 1.0
+    return max(abs(math.floor(math.ldexp(lo, k))), abs(math.floor(math.ldexp(hi, k))))
+
+
+def noise_plan(
+    measures: Sequence[Measure],
+    bounding: Bounding,
+    *,
+    epsilon: float,
+    delta: float,
+    noise: str,
+    selection: KeySelection | None,
+) -> NoisePlan:
+    """Split (ε, δ) between key selection and the measures and calibrate every noise scale."""
+    eps_m, delta_m = epsilon, delta
+    if selection is not None:
+        eps_m -= selection.epsilon
+        delta_m -= selection.delta
+    eps_m *= _SLACK
+    factor = 2 if bounding.replace else 1
+    out: list[MeasureNoise] = []
+    share = 1.0 / len(measures)
+    rho_total = rho_for(eps_m, delta_m) if noise == "gaussian" else 0.0
+    for m in measures:
+        c, total, coords = bounding.caps(m)
+        coords *= factor
+        if noise == "laplace":
+            eps_j = eps_m * share
+            k = _exponent(m, factor * total / eps_j)
+            a = _row_max(m, k)
+            l1 = factor * total * a
+            scale = Fraction(l1) / Fraction(eps_j)
+            spent = float(Fraction(l1) / scale)
+            out.append(MeasureNoise(m, k, a, l1, float(l1), coords, "laplace", scale, spent, 0.0))
+        else:
+            rho_j = rho_total * share
+            l2_unit = factor * math.sqrt(total * c)
+            k = _exponent(m, l2_unit / math.sqrt(2.0 * rho_j))
+            a = _row_max(m, k)
+            l2 = math.nextafter(l2_unit * a, math.inf)
+            if coords == 1:
+                l2 = float(factor * total * a)  # exactly an integer then
+            sigma = sampled_sigma(math.nextafter(l2 / math.sqrt(2.0 * rho_j), math.inf))
+            if sigma > _MAX_SIGMA:
+                raise PrivacyParameterError(
+                    f"epsilon={epsilon} needs Gaussian noise wider than dpkit samples for "
+                    f"{m.kind} measures; use a larger epsilon or tighter contribution bounds."
+                )
+            spent_rho = l2 * l2 / (2.0 * sigma * sigma)
+            out.append(
+                MeasureNoise(m, k, a, factor * total * a, l2, coords, "gaussian",
+                             Fraction(sigma), 0.0, spent_rho)
+            )  # fmt: skip
+    events: list[Event] = []
+    if selection is not None:
+        events.append(selection.event)
+    if noise == "laplace":
+        events.append(PureDPEvent(epsilon=math.fsum(m.epsilon for m in out)))
+    else:
+        events.append(ZCDPEvent(rho=math.fsum(m.rho for m in out) * (1.0 + 1e-12)))
+    event = events[0] if len(events) == 1 else ComposedEvent(events=tuple(events))
+    return NoisePlan(tuple(out), selection, event, epsilon, delta)

@@ -1,0 +1,65 @@
+"""What a query will do and cost, shown before anything is released."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from dpkit.accounting import Event
+from dpkit.frame._calibrate import NoisePlan
+
+__all__ = ["Explanation", "FrameRelease"]
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """The plan of a grouped query: steps, bounds, sensitivities, noise scales and total cost.
+
+    Built from public parameters only (and checked on an empty frame of the data's schema), so
+    it may be shown to anyone before the budget is spent.
+    """
+
+    steps: tuple[str, ...]
+    plan: NoisePlan
+    epsilon: float
+    delta: float
+    event: Event
+
+    def __str__(self) -> str:
+        lines = ["Plan:"]
+        lines += [f"  {i + 1}. {s}" for i, s in enumerate(self.steps)]
+        lines.append("Noise (per released key and coordinate):")
+        for mn in self.plan.measures:
+            kind = "discrete Laplace b" if mn.kind == "laplace" else "discrete Gaussian sigma"
+            lines.append(
+                f"  {mn.measure.describe()}: l1 sens {mn.l1 * mn.unit:.6g}, l2 sens "
+                f"{mn.l2 * mn.unit:.6g}, {kind} = {mn.real_scale:.6g} (sd {mn.sd:.6g})"
+            )
+        if self.plan.selection is not None:
+            sel = self.plan.selection
+            lines.append(
+                f"Key selection: {sel.describe()} at epsilon={sel.epsilon:.6g}, "
+                f"delta={sel.delta:.3g}"
+            )
+        lines.append(f"Total cost: epsilon={self.epsilon:g}, delta={self.delta:g} ({self.event!r})")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class FrameRelease:
+    """A released table and what paid for it.
+
+    Attributes
+    ----------
+    frame : polars.DataFrame
+        One row per released key: the key columns, then for each aggregation its estimate and
+        ``{name}_lo``/``{name}_hi``, a (1 − alpha) interval for the noise of that cell.
+    event : Event
+        What was charged.
+    explanation : Explanation
+        The plan that was executed.
+    """
+
+    frame: Any
+    event: Event
+    explanation: Explanation

@@ -1,0 +1,199 @@
+"""Contribution bounding and exact bounded aggregates, as one lazy Polars plan.
+
+Steps (each bound public; the order of the issue and of Amin et al. 2019, "Bounding user
+contributions", and Wilson et al. 2020, "Differentially private SQL with bounded user
+contribution"):
+
+1. *prepare* (row-wise, so it runs per batch on any engine): drop rows with a null/NaN in an
+   aggregated column; clamp and map each value to its per-row integer (fixed point, a bucket);
+   hash every row and every (unit, key) pair with secret 64-bit keys;
+2. *rows per (unit, key)* ``L∞``: keep the ``L∞`` rows with the smallest row hash (a packed
+   ``min`` for ``L∞ = 1``; one sort by hash then ``head`` within each group otherwise);
+3. *keys per unit* ``L0``: keep the ``L0`` (unit, key) pairs with the smallest pair hash;
+4. *rows per unit* ``L1`` (optional): keep the ``L1`` surviving rows with the smallest row hash;
+5. exact integer sums per key (and per (key, bucket)).
+
+Which rows survive depends only on that unit's own rows and the key — never on data order or on
+other units — so adding or removing one unit changes the bounded table by that unit's bounded
+rows only (stability), whatever the hash. The key is drawn from dpkit's secure generator for each
+release so that nobody can predict, or choose data to steer, which rows are kept; the hash need
+not be cryptographic for the guarantee, which holds for every key. Rows with equal hashes are
+equal in every hashed column, so ties cannot change a result.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dpkit.frame._aggs import Measure
+from dpkit.frame._calibrate import Bounding, NoisePlan
+from dpkit.frame._engine import polars
+from dpkit.frame._selection import weights
+
+__all__ = ["ALL", "Layout", "bound", "bucket_column", "pack_min", "prepare"]
+
+ALL = "__all"  # the constant key of an aggregate without group-by
+H, G, UNITS, ROWS, WEIGHT = "__h", "__g", "__units", "__rows", "__weight"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Column roles in a query."""
+
+    unit: str
+    keys: tuple[str, ...]
+    values: tuple[str, ...]  # data columns read by aggregations
+
+
+_LOW = 1 << 32
+_HALF = 1 << 31
+
+
+def pack_min(h: Any, t: Any) -> Any:
+    """min over a group of ``(h // 2^32) · 2^32 + t + 2^31``, unpacked back to ``t``."""
+    packed = (h // _LOW) * _LOW + (t + _HALF)
+    low = packed.min()
+    return low - (low // _LOW) * _LOW - _HALF
+
+
+def bucket_column(m: Measure) -> str:
+    return m.name
+
+
+def _row_int(pl: Any, m: Measure, k: int) -> Any:
+    """The per-row integer of a value measure: floor(f(clip(x)) · 2**k), clipped to its range."""
+    assert m.bounds is not None and m.column is not None
+    lo, hi = m.bounds
+    x = pl.col(m.column).cast(pl.Float64).clip(lo, hi)
+    if m.transform == "plain":
+        f, flo, fhi = x, lo, hi
+    else:
+        mid = lo / 2 + hi / 2
+        inv = 2.0 / (hi - lo) if math.isfinite(hi - lo) else 1.0 / (hi / 2 - lo / 2)
+        f = (x - mid) * inv
+        flo, fhi = -1.0, 1.0
+        if m.transform == "square":
+            f, flo = f * f, 0.0
+    t_lo, t_hi = math.floor(math.ldexp(flo, k)), math.floor(math.ldexp(fhi, k))
+    # The final clip makes the range (hence the sensitivity) exact whatever the float rounding.
+    return (f * math.ldexp(1.0, k)).floor().cast(pl.Int64).clip(t_lo, t_hi)
+
+
+def _bucket(pl: Any, m: Measure) -> Any:
+    assert m.column is not None
+    x = pl.col(m.column).cast(pl.Float64)
+    if m.edges:
+        e = m.edges
+        inside = (x >= e[0]) & (x <= e[-1])
+        idx = pl.sum_horizontal([(x >= v).cast(pl.Int64) for v in e[1:-1]]) if len(e) > 2 else 0
+        return pl.when(inside).then(pl.lit(idx) if isinstance(idx, int) else idx).cast(pl.Int64)
+    assert m.bounds is not None
+    lo, hi = m.bounds
+    leaves = m.branching**m.levels
+    leaf = ((x.clip(lo, hi) - lo) * (leaves / (hi - lo))).floor().cast(pl.Int64)
+    return leaf.clip(0, leaves - 1)
+
+
+def prepare(
+    lf: Any, layout: Layout, plan: NoisePlan, seeds: Sequence[int], *, own_unit: bool
+) -> Any:
+    """Step 1: row-wise; the same function runs on each Arrow batch of the Spark engine."""
+    pl = polars()
+    if own_unit:
+        lf = lf.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias(layout.unit))
+    if layout.values:
+        ok = [pl.col(c).is_not_null() for c in layout.values]
+        ok += [pl.col(c).cast(pl.Float64).is_nan().not_() for c in layout.values]
+        lf = lf.filter(pl.all_horizontal(ok))
+    cols: list[Any] = []
+    for mn in plan.measures:
+        m = mn.measure
+        if m.kind == "value":
+            cols.append(_row_int(pl, m, mn.exponent).alias(m.name))
+        elif m.kind == "bucket":
+            cols.append(_bucket(pl, m).alias(m.name))
+    s = [int(v) for v in seeds]
+    hashed = [layout.unit, *layout.keys, *layout.values]
+    cols.append(pl.struct(hashed).hash(seed=s[0]).reinterpret(signed=True).alias(H))
+    cols.append(
+        pl.struct([layout.unit, *layout.keys]).hash(seed=s[1]).reinterpret(signed=True).alias(G)
+    )
+    keep = [layout.unit, *layout.keys]
+    return lf.with_columns(cols).select([*keep, H, G, *(c.meta.output_name() for c in cols[:-2])])
+
+
+def bound(prep: Any, layout: Layout, plan: NoisePlan, bounding: Bounding) -> tuple[Any, Any]:
+    """Steps 2–5: returns (per-key totals, per-(key, bucket) counts or None), both lazy."""
+    pl = polars()
+    unit, keys = layout.unit, list(layout.keys)
+    values = [m.measure for m in plan.measures if m.measure.kind == "value"]
+    buckets = [m.measure for m in plan.measures if m.measure.kind == "bucket"]
+    lmax = bounding.max_rows
+    row_path = bool(buckets) or bounding.max_rows_per_unit is not None
+    listed = [H, *(m.name for m in values), *(m.name for m in buckets)]
+    per_pair: list[Any] = [pl.col(G).first(), pl.len().clip(0, lmax).cast(pl.Int64).alias(ROWS)]
+    if lmax == 1 and not row_path:
+        # One row per (unit, key): the row with the smallest hash, by a plain min over
+        # ``hash_top32 · 2^32 + (t + 2^31)`` (|t| ≤ 2^30 fits the low half). Rows whose hashes
+        # share the top 32 bits (chance 2^-32 per pair of rows) fall back to the smaller value:
+        # still a function of the unit's own rows only.
+        per_pair += [pack_min(pl.col(H), pl.col(m.name)).alias(m.name) for m in values]
+    else:
+        # Rows sorted by hash; an aggregation keeps the order of rows within each group, so
+        # head(L∞) is the L∞ smallest hashes (rows with equal hashes are equal).
+        prep = prep.sort(H)
+        if row_path:
+            per_pair += [pl.col(c).head(lmax) for c in listed]
+        else:
+            per_pair += [pl.col(m.name).head(lmax).sum() for m in values]
+    pairs = prep.group_by([unit, *keys]).agg(per_pair)
+    l0 = bounding.max_groups
+    keep = pl.col(G).rank("ordinal").over(unit) <= l0
+    if plan.selection is not None and plan.selection.method == "gaussian":
+        # keys kept per unit t = min(keys, L0), from the same window as the L0 cap; then exact
+        # integer weights floor(2^20/√t) by table look-up
+        w = weights(l0)
+        t = pl.len().over(unit).clip(0, l0).cast(pl.Int64)
+        pairs = pairs.with_columns(keep.alias("__keep"), t.alias("__t")).filter(pl.col("__keep"))
+        weight = pl.col("__t").replace_strict(list(range(1, l0 + 1)), w[1:], return_dtype=pl.Int64)
+        pairs = pairs.with_columns(weight.alias(WEIGHT)).drop("__keep", "__t")
+    else:
+        pairs = pairs.filter(keep).with_columns(pl.lit(0, dtype=pl.Int64).alias(WEIGHT))
+    if not row_path:
+        totals = pairs.group_by(keys).agg(
+            pl.col(ROWS).sum(),
+            *(pl.col(m.name).sum() for m in values),
+            pl.len().cast(pl.Int64).alias(UNITS),
+            pl.col(WEIGHT).sum(),
+        )
+        return totals, None
+    per_key = pairs.group_by(keys).agg(pl.len().cast(pl.Int64).alias(UNITS), pl.col(WEIGHT).sum())
+    rows = pairs.drop(ROWS).explode(listed)
+    if bounding.max_rows_per_unit is not None:
+        rows = rows.filter(pl.col(H).rank("ordinal").over(unit) <= bounding.max_rows_per_unit)
+    totals = rows.group_by(keys).agg(
+        pl.len().cast(pl.Int64).alias(ROWS), *(pl.col(m.name).sum() for m in values)
+    )
+    totals = per_key.join(totals, on=keys, how="left")
+    fill = [pl.col(c).fill_null(0) for c in (ROWS, *(m.name for m in values))]
+    totals = totals.with_columns(fill)
+    if not buckets:
+        return totals, None
+    long = pl.concat(
+        [
+            rows.filter(pl.col(m.name).is_not_null())
+            .group_by([*keys, m.name])
+            .agg(pl.len().cast(pl.Int64).alias("__count"))
+            .select(
+                *keys,
+                pl.lit(m.name).alias("__measure"),
+                pl.col(m.name).cast(pl.Int64).alias("__bucket"),
+                "__count",
+            )
+            for m in buckets
+        ]
+    )
+    return totals, long

@@ -1,0 +1,161 @@
+"""Private key selection: which group keys may be released at all.
+
+A key present in the data may reveal one person (a rare diagnosis, a one-off merchant), so with
+no public key set a key is released only by a mechanism that hides any one unit's keys.
+Three mechanisms, each (ε, δ)-DP for the keys of one add/remove-one-unit change:
+
+* ``"truncated_geometric"`` (Desfontaines, Voss, Gipson and Mandayam 2022, "Differentially
+  private partition selection", PoPETs, Theorem 1): optimal when each unit is in one group. A key
+  held by n units is kept with probability ``p(n)``, ``p(0) = 0`` and
+  ``p(n) = min(1, e^ε p(n−1) + δ, 1 + e^{−ε}(p(n−1) + δ − 1))``.
+* ``"laplace"``: exact discrete Laplace noise of scale ``k/ε`` on the number of units, ``k`` the
+  keys one unit can change; kept if at least the smallest threshold τ with
+  ``P(1 + Z ≥ τ) ≤ δ_k``, ``δ_k = 1 − (1 − δ)^{1/k}`` (Korolova et al. 2009; the same form as
+  the threshold ``1 − (k/ε) ln(2δ_k)`` for continuous noise).
+* ``"gaussian"``: the weighted Gaussian of Gopi, Gulhane, Kulkarni, Shen, Shokouhi and Yekhanin
+  (2020, "Differentially private set union", ICML, Algorithm 3 with ℓ2 weights): each unit with
+  ``t ≤ L0`` keys gives each of them weight ``1/√t``, so the vector of per-key weights has ℓ2
+  sensitivity **1** — the noise is calibrated to that 1, not to √L0 on top of the weighting (the
+  bug that doubles σ at L0 = 4). Weights are fixed-point ``floor(2^20/√t)`` so that both engines
+  sum them exactly; exact discrete Gaussian noise of ``ρ``-zCDP (CKS 2020) is (ε, δ/2)-DP and the
+  threshold ``τ = max_t (w_t + m_t + 1)``, ``P(Z > m_t) ≤ 1 − (1 − δ/2)^{1/t}``, keeps a key that
+  only one unit holds with probability at most δ/2 however many keys that unit has.
+
+Keys are decided independently, so a released key set reveals nothing beyond these guarantees.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from dpkit.accounting import ApproxDPEvent, Event
+from dpkit.errors import PrivacyParameterError
+from dpkit.mechanisms._tails import discrete_gaussian_quantile
+from dpkit.noise import discrete_gaussian, discrete_laplace, sampled_sigma
+
+__all__ = [
+    "METHODS",
+    "WEIGHT_BITS",
+    "KeySelection",
+    "key_selection",
+    "truncated_geometric_probabilities",
+    "weights",
+]
+
+METHODS = ("gaussian", "laplace", "truncated_geometric")
+WEIGHT_BITS = 20
+_FLOAT_SLACK = 2.0**-50  # covers P(U < p) = ceil(p·2^53)/2^53 and rounding in the recursion
+
+
+def truncated_geometric_probabilities(epsilon: float, delta: float) -> np.ndarray[Any, Any]:
+    """``p(0), p(1), …`` up to the first ``n`` with ``p(n) = 1`` (Desfontaines et al. 2022).
+
+    >>> p = truncated_geometric_probabilities(1.0, 1e-5)
+    >>> float(p[0]), float(p[1]), float(p[-1])
+    (0.0, 1e-05, 1.0)
+    """
+    e, em = math.exp(epsilon), math.exp(-epsilon)
+    out = [0.0]
+    while out[-1] < 1.0:
+        prev = out[-1]
+        out.append(min(1.0, e * prev + delta, 1.0 + em * (prev + delta - 1.0)))
+        if len(out) > 50_000_000:  # pragma: no cover - ε/δ are validated well before this
+            raise PrivacyParameterError("epsilon is too small for truncated-geometric selection.")
+    return np.asarray(out)
+
+
+def weights(max_groups: int) -> list[int]:
+    """Fixed-point weights ``floor(2^20/√t)`` for t = 1 … L0 (index 0 unused)."""
+    return [0] + [math.isqrt((1 << (2 * WEIGHT_BITS)) // t) for t in range(1, max_groups + 1)]
+
+
+@dataclass(frozen=True)
+class KeySelection:
+    """A calibrated key-selection mechanism (see the module notes)."""
+
+    method: str
+    epsilon: float
+    delta: float
+    keys_per_unit: int  # k: keys one neighbouring change can touch
+    scale: Fraction = Fraction(0)  # Laplace b or Gaussian σ, integer units
+    threshold: int = 0
+    probabilities: tuple[float, ...] = field(default=(), repr=False)
+
+    @property
+    def event(self) -> Event:
+        return ApproxDPEvent(epsilon=self.epsilon, delta=self.delta)
+
+    def describe(self) -> str:
+        if self.method == "truncated_geometric":
+            n = len(self.probabilities) - 1
+            return (
+                f"truncated geometric, a key held by n units kept w.p. p(n); "
+                f"p(1)={self.delta:.3g}, "
+                f"p(n)=1 from n={n}"
+            )
+        what = "units" if self.method == "laplace" else "weights 2^20/sqrt(t)"
+        return (
+            f"{self.method} threshold on {what}: scale {float(self.scale):.6g}, "
+            f"threshold {self.threshold}"
+        )
+
+    def keep(self, units: np.ndarray[Any, Any], weight: np.ndarray[Any, Any], gen: Any) -> Any:
+        """Which candidate keys are released (call only after the budget is charged)."""
+        n = units.size
+        if n == 0:
+            return np.zeros(0, dtype=bool)
+        if self.method == "truncated_geometric":
+            p = np.asarray(self.probabilities)
+            idx = np.minimum(units.astype(np.int64), p.size - 1)
+            return gen.random(n) < p[idx]
+        if self.method == "laplace":
+            z = np.asarray(discrete_laplace(self.scale, size=n, rng=gen))
+            return units.astype(np.int64) + z >= self.threshold
+        z = np.asarray(discrete_gaussian(self.scale, size=n, rng=gen))
+        return weight.astype(np.int64) + z >= self.threshold
+
+
+def key_selection(
+    method: str, *, epsilon: float, delta: float, max_groups: int, replace: bool
+) -> KeySelection:
+    """Calibrate ``method`` to (ε, δ) for units holding at most ``max_groups`` keys each."""
+    if method not in METHODS:
+        raise PrivacyParameterError(f"key selection must be one of {METHODS}, got {method!r}.")
+    if delta <= 0:
+        raise PrivacyParameterError(
+            "private key selection needs delta > 0 (a key held by one unit must have a chance "
+            "of being released); pass delta, or give public keys."
+        )
+    k = max_groups * (2 if replace else 1)
+    if method == "truncated_geometric":
+        if k != 1:
+            raise PrivacyParameterError(
+                "truncated-geometric selection is for one group per unit under add/remove "
+                "neighbours (max_groups=1); use 'gaussian' or 'laplace'."
+            )
+        p = truncated_geometric_probabilities(epsilon, delta - _FLOAT_SLACK)
+        return KeySelection(method, epsilon, delta, k, probabilities=tuple(p.tolist()))
+    if method == "laplace":
+        scale = Fraction(k) / Fraction(epsilon)
+        r = math.exp(-1.0 / float(scale))
+        delta_k = -math.expm1(math.log1p(-delta) / k) - _FLOAT_SLACK
+        # P(Z ≥ m) = r^m / (1 + r) for m ≥ 1; the key of a lone unit has 1 + Z ≥ τ iff Z ≥ τ − 1.
+        m = max(1, math.ceil(math.log(delta_k * (1.0 + r)) / math.log(r) + 1e-9))
+        return KeySelection(method, epsilon, delta, k, scale, threshold=1 + m)
+    from dpkit.frame._calibrate import rho_for
+
+    sens = float((1 << WEIGHT_BITS) * (2 if replace else 1))
+    rho = rho_for(epsilon, delta / 2.0)
+    sigma = sampled_sigma(math.nextafter(sens / math.sqrt(2.0 * rho), math.inf))
+    w = weights(max_groups)
+    tau = 0
+    for t in range(1, max_groups + 1):
+        delta_t = -math.expm1(math.log1p(-delta / 2.0) / t) - _FLOAT_SLACK
+        m_t = discrete_gaussian_quantile(sigma, 2.0 * delta_t)
+        tau = max(tau, w[t] + m_t + 1)
+    return KeySelection(method, epsilon, delta, k, Fraction(sigma), threshold=tau)

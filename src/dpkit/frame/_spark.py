@@ -1,0 +1,198 @@
+"""The Spark engine: Spark computes the exact bounded aggregates; the driver does the rest.
+
+Spark runs only deterministic steps: the row-wise *prepare* step of the Polars engine (the very
+same function, applied to each Arrow batch by ``mapInArrow``, so hashes and fixed-point integers
+are bit-identical), then ``row_number`` windows ordered by the keyed hashes for the contribution
+bounds and integer sums per key. The small table of exact totals is collected to the driver, and
+key selection, noise and estimates run through :func:`dpkit.frame._finish.finish`, the code the
+Polars engine uses. Ties in a hash order only rows equal in every hashed column, so Spark's and
+Polars' tie-breaking cannot change a sum.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from dpkit.errors import DataError
+from dpkit.frame._calibrate import NoisePlan
+from dpkit.frame._engine import polars
+from dpkit.frame._pipeline import ALL, ROWS, UNITS, WEIGHT, G, H, Layout, prepare
+from dpkit.frame._selection import weights
+
+if TYPE_CHECKING:  # pragma: no cover
+    from dpkit.frame._query import GroupedQuery
+
+__all__ = ["spark_schema_check", "spark_totals"]
+
+_HINT = "the Spark engine needs PySpark: pip install 'dpkit[spark]'"
+
+
+def _spark() -> tuple[Any, Any, Any]:
+    try:
+        f = importlib.import_module("pyspark.sql.functions")
+        w = importlib.import_module("pyspark.sql.window")
+        t = importlib.import_module("pyspark.sql.types")
+    except ImportError as exc:  # pragma: no cover - the test environment has pyspark
+        raise ImportError(_HINT) from exc
+    return f, w.Window, t
+
+
+def spark_schema_check(gq: GroupedQuery, layout: Layout) -> None:
+    """Missing columns and non-numeric aggregated columns, from the Spark schema (no job)."""
+    _, _, t = _spark()
+    df = gq._q._data
+    fields = {f.name: f.dataType for f in df.schema.fields}
+    wanted = [*([gq._q._unit] if gq._q._unit else []), *gq._by, *layout.values]
+    missing = [c for c in wanted if c not in fields]
+    if missing:
+        raise DataError(f"unknown column(s) {missing}; the table has {list(fields)}.")
+    for c in layout.values:
+        if not isinstance(fields[c], t.NumericType):
+            raise DataError(f"column {c!r} must be numeric to be aggregated, not {fields[c]}.")
+
+
+def _prepared_schema(df: Any, layout: Layout, plan: NoisePlan, t: Any) -> Any:
+    fields = {f.name: f for f in df.schema.fields}
+    out = [fields[layout.unit], *(fields[k] for k in layout.keys)]
+    out += [t.StructField(H, t.LongType()), t.StructField(G, t.LongType())]
+    out += [
+        t.StructField(m.measure.name, t.LongType())
+        for m in plan.measures
+        if m.measure.kind in ("value", "bucket")
+    ]
+    return t.StructType(out)
+
+
+def _prepare_batches(
+    layout: Layout, plan: NoisePlan, seeds: Sequence[int]
+) -> Any:  # a picklable closure for the executors
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        pl = polars()
+        for batch in batches:
+            frame = pl.from_arrow(batch)
+            out = prepare(frame.lazy(), layout, plan, seeds, own_unit=False).collect()
+            yield from out.to_arrow().to_batches()
+
+    return run
+
+
+def spark_totals(
+    gq: GroupedQuery, layout: Layout, plan: NoisePlan, seeds: Sequence[int]
+) -> tuple[Any, Any]:
+    """Exact bounded totals computed by Spark, returned as Polars frames on the driver."""
+    f, window, t = _spark()
+    pl = polars()
+    df = gq._q._data
+    if not gq._by:
+        df = df.withColumn(ALL, f.lit(0).cast("int"))
+    unit, keys = layout.unit, list(layout.keys)
+    if gq._q._unit is None:
+        df = df.withColumn(unit, f.monotonically_increasing_id())
+    df = df.select(unit, *keys, *layout.values)
+    prep = df.mapInArrow(
+        _prepare_batches(layout, plan, seeds), _prepared_schema(df, layout, plan, t)
+    )
+    b = gq._bounding
+    values = [m.measure.name for m in plan.measures if m.measure.kind == "value"]
+    buckets = [m.measure.name for m in plan.measures if m.measure.kind == "bucket"]
+    row_path = bool(buckets) or b.max_rows_per_unit is not None
+    if b.max_rows == 1 and not row_path:  # the packed min of the Polars engine, same integers
+        low, half = 1 << 32, 1 << 31
+        packed = [
+            f.min(f.shiftleft(f.shiftright(f.col(H), 32), 32) + (f.col(c) + f.lit(half))).alias(c)
+            for c in values
+        ]
+        pairs = prep.groupBy(unit, *keys).agg(
+            f.first(G).alias(G), f.lit(1).cast("long").alias(ROWS), *packed
+        )
+        pairs = pairs.select(
+            unit, *keys, G, ROWS,
+            *((f.col(c).bitwiseAND(f.lit(low - 1)) - f.lit(half)).alias(c) for c in values),
+        )  # fmt: skip
+        rows = prep
+    else:
+        rn = f.row_number().over(window.partitionBy(unit, *keys).orderBy(H))
+        rows = prep.withColumn("__rn", rn)
+        rows = rows.filter(f.col("__rn") <= b.max_rows).drop("__rn")
+        pairs = rows.groupBy(unit, *keys).agg(
+            f.first(G).alias(G),
+            f.count(f.lit(1)).alias(ROWS),
+            *(f.sum(c).alias(c) for c in values),
+        )
+    pairs = pairs.withColumn("__gr", f.row_number().over(window.partitionBy(unit).orderBy(G)))
+    pairs = pairs.filter(f.col("__gr") <= b.max_groups).drop("__gr")
+    if plan.selection is not None and plan.selection.method == "gaussian":
+        w = weights(b.max_groups)
+        tcount = f.count(f.lit(1)).over(window.partitionBy(unit))
+        table = f.array(*(f.lit(v).cast("long") for v in w))
+        pairs = pairs.withColumn(WEIGHT, f.element_at(table, (tcount + 1).cast("int")))
+    else:
+        pairs = pairs.withColumn(WEIGHT, f.lit(0).cast("long"))
+    if not row_path:
+        totals = pairs.groupBy(*keys).agg(
+            f.sum(ROWS).cast("long").alias(ROWS),
+            *(f.sum(c).cast("long").alias(c) for c in values),
+            f.count(f.lit(1)).cast("long").alias(UNITS),
+            f.sum(WEIGHT).cast("long").alias(WEIGHT),
+            _nulls(f, unit),
+        )
+        return _checked(_collect(totals, pl), unit), None
+    kept = rows.join(pairs.select(unit, *keys), on=[unit, *keys], how="left_semi")
+    if b.max_rows_per_unit is not None:
+        rn = f.row_number().over(window.partitionBy(unit).orderBy(H))
+        kept = kept.withColumn("__rn", rn).filter(f.col("__rn") <= b.max_rows_per_unit)
+    kept = kept.cache()  # read by the totals and the bucket counts: prepare runs once
+    try:
+        per_key = pairs.groupBy(*keys).agg(
+            f.count(f.lit(1)).cast("long").alias(UNITS),
+            f.sum(WEIGHT).cast("long").alias(WEIGHT),
+            _nulls(f, unit),
+        )
+        sums = kept.groupBy(*keys).agg(
+            f.count(f.lit(1)).cast("long").alias(ROWS),
+            *(f.sum(c).cast("long").alias(c) for c in values),
+        )
+        joined = per_key.join(sums, on=keys, how="left").fillna(0, subset=[ROWS, *values])
+        totals = _checked(_collect(joined, pl), unit)
+        if not buckets:
+            return totals, None
+        parts = [
+            kept.filter(f.col(name).isNotNull())
+            .groupBy(*keys, name)
+            .agg(f.count(f.lit(1)).cast("long").alias("__count"))
+            .select(
+                *keys,
+                f.lit(name).alias("__measure"),
+                f.col(name).cast("long").alias("__bucket"),
+                "__count",
+            )
+            for name in buckets
+        ]
+        union = parts[0]
+        for part in parts[1:]:
+            union = union.unionByName(part)
+        return totals, _collect(union, pl)
+    finally:
+        kept.unpersist()
+
+
+def _nulls(f: Any, unit: str) -> Any:
+    """Pairs with a null unit, counted in the same job as the totals (no extra pass)."""
+    return f.sum(f.col(unit).isNull().cast("long")).alias("__null_units")
+
+
+def _checked(totals: Any, unit: str) -> Any:
+    """Refuse null units (before anything is charged) and drop the check column."""
+    if totals.height and int(totals["__null_units"].sum() or 0) > 0:
+        raise DataError(
+            f"the privacy unit column {unit!r} has null values; every row must belong to a unit."
+        )
+    return totals.drop("__null_units")
+
+
+def _collect(df: Any, pl: Any) -> Any:
+    if hasattr(df, "toArrow"):
+        return pl.from_arrow(df.toArrow())
+    return pl.from_pandas(df.toPandas())  # pragma: no cover - Spark < 4

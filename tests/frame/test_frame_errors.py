@@ -1,0 +1,281 @@
+"""Bad input fails before any charge; the anchor bugs of other libraries stay fixed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+
+import dpkit.frame as dpf
+import dpkit.frame._finish as finish_mod
+import dpkit.frame._pipeline as pipeline_mod
+from dpkit.accounting import Accountant, ApproxDP, Neighbouring
+from dpkit.errors import DataError, PrivacyParameterError
+
+
+def _df() -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "user": [1, 1, 2, 3, 3, 3],
+            "key": ["a", "b", "a", "a", "a", "c"],
+            "x": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+            "s": ["u", "v", "w", "x", "y", "z"],
+        }
+    )
+
+
+def _acct() -> Accountant:
+    return Accountant(ApproxDP(epsilon=10.0, delta=1e-5))
+
+
+def _spent(a: Accountant) -> float:
+    return float(a.spent.epsilon)
+
+
+def _q(df: pl.DataFrame, unit: str = "user") -> dpf.Query:
+    return dpf.Query(df, privacy_unit=unit)
+
+
+def _by(q: dpf.Query, key: str = "key") -> dpf.GroupBy:
+    return q.group_by(key, public_keys=["a"])
+
+
+_NULL_UNIT = pl.when(pl.col("x") > 5).then(None).otherwise(pl.col("user")).alias("user")
+BAD: list[tuple[str, Any]] = [
+    ("misspelt unit", lambda df: _by(_q(df, "usr")).agg(dpf.count())),
+    ("misspelt key", lambda df: _by(_q(df), "kye").agg(dpf.count())),
+    ("misspelt value", lambda df: _by(_q(df)).agg(dpf.sum("xx", bounds=(0, 1)))),
+    ("non-numeric", lambda df: _by(_q(df)).agg(dpf.sum("s", bounds=(0, 1)))),
+    ("null unit", lambda df: _by(_q(df.with_columns(_NULL_UNIT))).agg(dpf.count())),
+    ("bad expression", lambda df: _by(_q(df).with_columns(y=pl.col("nope") * 2)).agg(dpf.count())),
+    (
+        "runtime cast failure",
+        lambda df: _by(_q(df).with_columns(y=pl.col("s").cast(pl.Int64))).agg(
+            dpf.sum("y", bounds=(0, 1))
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize(("what", "build"), BAD, ids=[b[0] for b in BAD])
+def test_bad_input_raises_before_charging(what: str, build: Any) -> None:
+    acct = _acct()
+    with pytest.raises(DataError) as info:
+        build(_df()).release(epsilon=1.0, accountant=acct, rng=0)
+    assert _spent(acct) == 0.0 and not acct.ledger
+    # messages never echo data values
+    for secret in ("u'", "'v'", "4.0", "5.0"):
+        assert secret not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: dpf.sum("x", bounds=None),  # type: ignore[arg-type]
+        lambda: dpf.sum("x", bounds=(5, 1)),
+        lambda: dpf.mean("x", bounds=(1, 1)),
+        lambda: dpf.var("x", bounds=(0, float("inf"))),
+        lambda: dpf.sum("x", bounds=(0, float("nan"))),
+        lambda: dpf.histogram("x", bins=[3, 2]),
+        lambda: dpf.quantiles("x", 1.5, bounds=(0, 1)),
+        lambda: dpf.sum(3, bounds=(0, 1)),  # type: ignore[arg-type]
+    ],
+)
+def test_bad_aggregation_parameters(make: Any) -> None:
+    with pytest.raises(DataError):
+        make()
+
+
+@pytest.mark.parametrize(
+    ("kw", "err"),
+    [
+        ({"epsilon": 0.0}, PrivacyParameterError),
+        ({"epsilon": -1.0}, PrivacyParameterError),
+        ({"epsilon": float("inf")}, PrivacyParameterError),
+        ({"epsilon": 1.0, "delta": 1.0}, PrivacyParameterError),
+        ({"epsilon": 1.0, "delta": -0.1}, PrivacyParameterError),
+        ({"epsilon": 1.0, "noise": "cauchy"}, PrivacyParameterError),
+    ],
+)
+def test_bad_privacy_parameters(kw: dict[str, Any], err: type[Exception]) -> None:
+    acct = _acct()
+    q = dpf.Query(_df(), privacy_unit="user").group_by("key", public_keys=["a"]).agg(dpf.count())
+    with pytest.raises(err):
+        q.release(accountant=acct, rng=0, **kw)
+    assert not acct.ledger
+
+
+def test_bounds_parameters_and_private_keys_need_delta() -> None:
+    q = dpf.Query(_df(), privacy_unit="user")
+    for kw in ({"max_rows": 0}, {"max_groups": -1}, {"max_rows_per_unit": 0}, {"max_rows": 1.5}):
+        with pytest.raises(PrivacyParameterError):
+            q.group_by("key", **kw).agg(dpf.count())  # type: ignore[arg-type]
+    with pytest.raises(PrivacyParameterError, match="delta"):
+        q.group_by("key").agg(dpf.count()).release(epsilon=1.0, rng=0)
+    with pytest.raises(DataError):
+        q.group_by("key", public_keys=["a", "a"]).agg(dpf.count())
+    with pytest.raises(DataError):
+        q.group_by("key", public_keys=["a"]).agg(dpf.count(), dpf.count())
+    with pytest.raises(DataError):
+        q.join(pl.DataFrame({"key": ["a"]}), on="key", how="full")
+    with pytest.raises(DataError):
+        dpf.Query([1, 2, 3], privacy_unit="user")
+
+
+def test_empty_table_is_answered_with_noise() -> None:
+    empty = _df().clear()
+    acct = _acct()
+    q = dpf.Query(empty, privacy_unit="user")
+    pub = q.group_by("key", public_keys=["a", "b"]).agg(dpf.count(), dpf.mean("x", bounds=(0, 10)))
+    r = pub.release(epsilon=1.0, accountant=acct, rng=0)
+    assert r.frame.height == 2 and _spent(acct) > 0
+    assert r.frame["mean_x"].is_between(0, 10).all()
+    priv = q.group_by("key").agg(dpf.count()).release(epsilon=1.0, delta=1e-6, rng=0)
+    assert priv.frame.height == 0
+    whole = q.agg(dpf.count()).release(epsilon=1.0, rng=3)
+    assert whole.frame.height == 1
+
+
+def test_explain_shows_plan_and_cost_and_charges_nothing() -> None:
+    q = dpf.Query(_df(), privacy_unit="user").filter(pl.col("x") > 0)
+    g = q.group_by("key", max_groups=2, max_rows=3).agg(dpf.count(), dpf.sum("x", bounds=(0, 10)))
+    e = g.explain(epsilon=1.0, delta=1e-6)
+    text = str(e)
+    assert "keep <= 3 row(s) per (unit, key)" in text and "Total cost: epsilon=1" in text
+    assert "Key selection" in text
+    rows = e.plan.measures[0]
+    assert rows.l1 == 6  # L0 · L∞
+    assert e.plan.measures[1].l1 * e.plan.measures[1].unit == pytest.approx(6 * 10.0, rel=1e-6)
+
+
+# -- regressions for the anchor bugs -------------------------------------------------------------
+
+
+def _replace_l1(l_inf: int) -> int:
+    q = dpf.Query(_df(), privacy_unit="user", neighbouring=Neighbouring.REPLACE)
+    g = q.group_by("key", public_keys=["a"], max_rows=l_inf).agg(dpf.count())
+    return g.explain(epsilon=1.0).plan.measures[0].l1
+
+
+def test_replacing_k_rows_in_a_group_is_sensitivity_2k(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OpenDP #2945: k rows replaced inside one group moved the count by k in the analysis,
+    but the k rows can leave for another group: two counts move by k each, ℓ1 = 2k."""
+    for k in (1, 3, 7):
+        assert _replace_l1(k) == 2 * k
+    # the broken variant (replace not doubling) is caught by the same check
+    import dpkit.frame._query as query_mod
+
+    monkeypatch.setattr(query_mod, "is_replace", lambda n: False)
+    assert _replace_l1(3) != 6
+
+
+def _max_influence(df: pl.DataFrame, unit: int) -> float:
+    """Largest change of the bounded sum of the *redefined* x when one unit is removed."""
+    q = dpf.Query(df, privacy_unit="user").with_columns(x=pl.col("x") * 1000.0)
+    g = q.group_by("key", public_keys=["a"], max_rows=1).agg(dpf.sum("x", bounds=(0, 1)))
+    mn = g.explain(epsilon=1.0).plan.measures[0]
+    d = dpf.Query(df.filter(pl.col("user") != unit), privacy_unit="user")
+    d = d.with_columns(x=pl.col("x") * 1000.0)
+    g2 = d.group_by("key", public_keys=["a"], max_rows=1).agg(dpf.sum("x", bounds=(0, 1)))
+    a, b = g.bounded_aggregates(seed=1), g2.bounded_aggregates(seed=1)
+    assert isinstance(a, pl.DataFrame) and isinstance(b, pl.DataFrame)
+    col = mn.measure.name
+    diff = abs(
+        int(a.filter(pl.col("key") == "a")[col][0]) - int(b.filter(pl.col("key") == "a")[col][0])
+    )
+    return diff / mn.l1
+
+
+def test_redefined_column_uses_the_bounds_given_at_aggregation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """OpenDP #2949: redefining a column kept the old truncation bounds. Here bounds belong to
+    the aggregation, so the redefined column is clamped to them: one unit moves the sum by at
+    most the sensitivity used for the noise."""
+    df = _df()
+    assert max(_max_influence(df, u) for u in (1, 2, 3)) <= 1.0
+    # broken variant: the per-row value is not clamped to the aggregation's bounds
+    orig = pipeline_mod._row_int
+
+    def stale(pl_: Any, m: Any, k: int) -> Any:
+        return (pl_.col(m.column) * 2.0**k).floor().cast(pl_.Int64)
+
+    monkeypatch.setattr(pipeline_mod, "_row_int", stale)
+    assert max(_max_influence(df, u) for u in (1, 2, 3)) > 1.0
+    monkeypatch.setattr(pipeline_mod, "_row_int", orig)
+
+
+def _missing_key_noise(keys: int = 300) -> np.ndarray[Any, Any]:
+    q = dpf.Query(_df(), privacy_unit="user")
+    public = [f"missing{i}" for i in range(keys)]
+    r = q.group_by("key", public_keys=public).agg(dpf.count()).release(epsilon=1.0, rng=11)
+    return r.frame["count"].to_numpy()
+
+
+def test_each_missing_public_key_gets_independent_noise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OpenDP #2344: one noise value was broadcast to every missing public key."""
+
+    def independent(v: np.ndarray[Any, Any]) -> bool:
+        # 300 draws of discrete Laplace(1): P(fewer than 5 distinct values) is astronomically small
+        # and the lag-1 correlation of independent draws is within ±5/√300 ≈ 0.29
+        c = np.corrcoef(v[:-1], v[1:])[0, 1] if v.std() > 0 else 1.0
+        return len(np.unique(v)) >= 5 and abs(c) < 0.29
+
+    assert independent(_missing_key_noise())
+    orig = finish_mod._noise
+
+    def broadcast(mn: Any, shape: Any, gen: Any) -> Any:
+        one = orig(mn, 1, gen)
+        return np.full(shape, int(one[0]), dtype=np.int64)
+
+    monkeypatch.setattr(finish_mod, "_noise", broadcast)
+    assert not independent(_missing_key_noise())
+
+
+class _ChargeFirst(dpf.GroupedQuery):
+    """A deliberately broken release that charges before computing (the OpenDP
+    ``keep="sample"`` failure mode: the plan fails at collect time after the budget is spent)."""
+
+    def release(self, **kw: Any) -> Any:  # type: ignore[override]
+        acct = kw["accountant"]
+        plan = self.explain(epsilon=kw["epsilon"]).plan
+        acct.charge(plan.event, label="broken")
+        self._exact(plan, (1, 2, 3, 4))
+
+
+def _fails_cleanly(cls: type[dpf.GroupedQuery]) -> bool:
+    df = _df().with_columns(y=pl.col("s"))
+    q = dpf.Query(df, privacy_unit="user").with_columns(y=pl.col("y").cast(pl.Int64))
+    g = q.group_by("key", public_keys=["a"]).agg(dpf.sum("y", bounds=(0, 1)))
+    g.__class__ = cls
+    acct = _acct()
+    with pytest.raises(DataError):
+        g.release(epsilon=1.0, accountant=acct, rng=0)
+    return not acct.ledger
+
+
+def test_no_failure_after_charge() -> None:
+    assert _fails_cleanly(dpf.GroupedQuery)
+    assert not _fails_cleanly(_ChargeFirst)
+
+
+def test_distinct_units_sensitivity_with_a_row_cap_below_the_key_cap() -> None:
+    """Units are counted on the pairs kept by L0, so L1 < L0 must not shrink their sensitivity:
+    a unit with rows in three keys moves three unit counts even with one row per unit."""
+    df = pl.DataFrame({"user": [9, 9, 9, 1], "key": ["a", "b", "c", "a"], "x": [1.0] * 4})
+    q = dpf.Query(df, privacy_unit="user").group_by(
+        "key", public_keys=["a", "b", "c"], max_groups=3, max_rows_per_unit=1
+    )
+    g = q.agg(dpf.count_units())
+    claimed = g.explain(epsilon=1.0).plan.measures[0].l1
+    without = dpf.Query(df.filter(pl.col("user") != 9), privacy_unit="user").group_by(
+        "key", public_keys=["a", "b", "c"], max_groups=3, max_rows_per_unit=1
+    )
+    a = g.bounded_aggregates()
+    b = without.agg(dpf.count_units()).bounded_aggregates()
+    assert isinstance(a, pl.DataFrame) and isinstance(b, pl.DataFrame)
+    joined = a.join(b, on="key", how="left", suffix="_b").fill_null(0)
+    moved = int((joined["__units"] - joined["__units_b"]).abs().sum())
+    assert moved == 3 and claimed >= moved

@@ -1,0 +1,107 @@
+"""The Spark engine gives bit-identical bounded aggregates and the same release shape.
+
+One local SparkSession (``local[2]``) for the module, stopped at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+
+import dpkit.frame as dpf
+from dpkit.errors import DataError
+
+pyspark = pytest.importorskip("pyspark")
+
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:PySpark does not yet fully support pandas:FutureWarning"
+)
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors import dpkit too
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("dpkit-frame-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.default.parallelism", "2")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def _table() -> pl.DataFrame:
+    g = np.random.default_rng(0)
+    n = 4000
+    return pl.DataFrame(
+        {
+            "user": g.integers(0, 400, n),
+            "city": g.choice(["a", "b", "c", "d", "e"], n),
+            "x": np.round(g.uniform(-10, 110, n), 4),
+        }
+    )
+
+
+def test_bounded_aggregates_bit_identical(spark: Any) -> None:
+    df = _table()
+    sdf = spark.createDataFrame(df.to_arrow())
+    aggs = [
+        dpf.count(),
+        dpf.count_units(),
+        dpf.sum("x", bounds=(0, 100)),
+        dpf.var("x", bounds=(0, 100)),
+    ]
+    # fast path (L∞, L0) with weighted-Gaussian weights
+    a = dpf.Query(df, privacy_unit="user").group_by("city", max_groups=2, max_rows=2).agg(*aggs)
+    b = dpf.Query(sdf, privacy_unit="user").group_by("city", max_groups=2, max_rows=2).agg(*aggs)
+    pa, sb = a.bounded_aggregates(seed=3), b.bounded_aggregates(seed=3)
+    assert isinstance(pa, pl.DataFrame) and isinstance(sb, pl.DataFrame)
+    assert pa.equals(sb.select(pa.columns))
+    # row path (L1) with a quantile tree and a histogram
+    more = [*aggs, dpf.quantiles("x", 0.5, bounds=(0, 100)), dpf.histogram("x", bins=[0, 50, 100])]
+    kw = {"max_groups": 3, "max_rows": 2, "max_rows_per_unit": 4}
+    c = dpf.Query(df, privacy_unit="user").group_by("city", **kw).agg(*more)
+    d = dpf.Query(sdf, privacy_unit="user").group_by("city", **kw).agg(*more)
+    pc, sd = c.bounded_aggregates(seed=5), d.bounded_aggregates(seed=5)
+    assert isinstance(pc, tuple) and isinstance(sd, tuple)
+    assert pc[0].equals(sd[0].select(pc[0].columns))
+    assert pc[1].equals(sd[1])
+
+
+def test_release_same_shape_and_errors(spark: Any) -> None:
+    df = _table()
+    sdf = spark.createDataFrame(df.to_arrow())
+    aggs = [dpf.count(), dpf.mean("x", bounds=(0, 100))]
+    pub = ["a", "b", "zz"]
+    a = dpf.Query(df, privacy_unit="user").group_by("city", public_keys=pub).agg(*aggs)
+    b = dpf.Query(sdf, privacy_unit="user").group_by("city", public_keys=pub).agg(*aggs)
+    ra, rb = a.release(epsilon=1.0, rng=7), b.release(epsilon=1.0, rng=7)
+    # same seed, same hash key, same exact totals: the same noise, so the same release
+    assert ra.frame.equals(rb.frame)
+    with pytest.raises(DataError):
+        dpf.Query(sdf, privacy_unit="usr").group_by("city", public_keys=pub).agg(*aggs).release(
+            epsilon=1.0
+        )
+    with pytest.raises(DataError):
+        dpf.Query(sdf, privacy_unit="user").filter(pl.col("x") > 0)
+    nulls = df.with_columns(pl.when(pl.col("x") > 100).then(None).otherwise("user").alias("user"))
+    snull = spark.createDataFrame(nulls.to_arrow())
+    g = dpf.Query(snull, privacy_unit="user").group_by("city", public_keys=pub).agg(*aggs)
+    from dpkit.accounting import Accountant, PureDP
+
+    acct = Accountant(PureDP(epsilon=5.0))
+    with pytest.raises(DataError, match="null"):
+        g.release(epsilon=1.0, accountant=acct)
+    assert not acct.ledger
