@@ -24,6 +24,12 @@ Submodules hold the rest:
   each a :class:`~dpkit.stats.Release` with error bars;
 * :mod:`dpkit.audit` — empirical lower bounds on ε for any mechanism;
 * :mod:`dpkit.errors` — the exception tree.
+
+Layers with optional dependencies are imported on their own (``import dpkit.frame``):
+:mod:`dpkit.frame` (tables: Polars, pandas, Spark), :mod:`dpkit.release` (densities and
+synthetic data), :mod:`dpkit.local` (the local model), :mod:`dpkit.ml` and
+:mod:`dpkit.holdout` (models, the reusable holdout), :mod:`dpkit.server` and
+:mod:`dpkit.client` (the curator service).
 """
 
 from __future__ import annotations
