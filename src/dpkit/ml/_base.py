@@ -25,9 +25,9 @@ __all__ = [
     "PrivateEstimator",
     "charge_fit",
     "check_box",
-    "check_int",
     "check_classes",
     "check_features",
+    "check_int",
     "check_interval",
     "check_norm",
     "check_privacy",
@@ -46,7 +46,7 @@ _INSTALL = "dpkit.ml needs scikit-learn; install it with: pip install 'dpkit[ml]
 def require_sklearn() -> Any:
     """Import scikit-learn lazily, with an install hint when it is missing."""
     try:
-        import sklearn
+        import sklearn  # type: ignore[import-untyped]
     except ImportError:  # pragma: no cover - exercised only without the extra
         raise ImportError(_INSTALL) from None
     return sklearn
@@ -54,7 +54,7 @@ def require_sklearn() -> Any:
 
 require_sklearn()
 
-from sklearn.base import BaseEstimator  # noqa: E402  (after the install hint)
+from sklearn.base import BaseEstimator  # type: ignore[import-untyped]  # noqa: E402
 from sklearn.base import clone as _sk_clone  # noqa: E402
 
 
@@ -144,7 +144,8 @@ def check_box(value: object, name: str, n_features: int) -> tuple[FloatArray, Fl
             "knowledge; dpkit never reads bounds from the data (that would leak)."
         )
     try:
-        lo_raw, hi_raw = value  # type: ignore[misc]
+        pair: tuple[Any, ...] = tuple(value)  # type: ignore[arg-type]
+        lo_raw, hi_raw = pair
         lo = np.broadcast_to(np.asarray(lo_raw, dtype=np.float64), (n_features,)).copy()
         hi = np.broadcast_to(np.asarray(hi_raw, dtype=np.float64), (n_features,)).copy()
     except (TypeError, ValueError):
@@ -171,7 +172,7 @@ def check_classes(value: object) -> npt.NDArray[Any]:
 
 def _validate(estimator: Any, X: object, y: object | None, *, reset: bool) -> Any:
     try:  # scikit-learn >= 1.6
-        from sklearn.utils.validation import validate_data
+        from sklearn.utils.validation import validate_data  # type: ignore[import-untyped]
     except ImportError:  # pragma: no cover - scikit-learn 1.5
         validate_data = None
     kwargs: dict[str, Any] = {"dtype": np.float64, "ensure_min_samples": 0}

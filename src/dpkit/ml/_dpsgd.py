@@ -72,7 +72,7 @@ def dpsgd_plan(
     >>> p = dpsgd_plan(epsilon=1.0, delta=1e-5, clip_norm=1.0, dimension=3, sample_rate=0.1,
     ...                steps=100)
     >>> round(p.noise_multiplier, 1)
-    1.6
+    4.3
     """
     z = dpsgd_noise_multiplier(
         epsilon=epsilon, delta=delta, sample_rate=sample_rate, steps=steps, method=accounting
@@ -96,10 +96,8 @@ def dpsgd_plan(
 
 def _gradients(loss: str, Z: FloatArray, t: FloatArray, w: FloatArray) -> FloatArray:
     margin = Z @ w
-    if loss == "logistic":  # t in {0, 1}
-        resid = 1.0 / (1.0 + np.exp(-margin)) - t
-    else:  # squared loss ½(wᵀz − t)²
-        resid = margin - t
+    # logistic loss with t in {0, 1}, or the squared loss ½(wᵀz − t)²
+    resid = 0.5 * (1.0 + np.tanh(margin / 2)) - t if loss == "logistic" else margin - t
     out: FloatArray = resid[:, None] * Z
     return out
 

@@ -6,8 +6,8 @@ import math
 from typing import Any
 
 import numpy as np
-from sklearn.base import RegressorMixin
-from sklearn.utils.validation import check_is_fitted
+from sklearn.base import RegressorMixin  # type: ignore[import-untyped]
+from sklearn.utils.validation import check_is_fitted  # type: ignore[import-untyped]
 
 from dpkit.mechanisms import Gaussian
 from dpkit.ml._base import (

@@ -6,8 +6,8 @@ import math
 from typing import Any
 
 import numpy as np
-from sklearn.base import ClassifierMixin
-from sklearn.utils.validation import check_is_fitted
+from sklearn.base import ClassifierMixin  # type: ignore[import-untyped]
+from sklearn.utils.validation import check_is_fitted  # type: ignore[import-untyped]
 
 from dpkit.accounting import Event, PureDPEvent
 from dpkit.errors import PrivacyParameterError
