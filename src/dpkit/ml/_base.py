@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from typing import Any
 
 import numpy as np
@@ -170,6 +171,11 @@ def check_classes(value: object) -> npt.NDArray[Any]:
     return np.sort(arr)
 
 
+class _DataTypeError(DataError, TypeError):
+    """Data of a type that cannot be read as numbers (a DataError that is also a TypeError,
+    as NumPy and scikit-learn raise for such input)."""
+
+
 def _validate(estimator: Any, X: object, y: object | None, *, reset: bool) -> Any:
     try:  # scikit-learn >= 1.6
         from sklearn.utils.validation import validate_data  # type: ignore[import-untyped]
@@ -190,7 +196,10 @@ def _validate(estimator: Any, X: object, y: object | None, *, reset: bool) -> An
             text = "X must be numeric; it holds values that are not numbers."
         raise DataError(text) from None
     except TypeError as exc:
-        raise DataError(f"X or y has an unsupported type: {type(exc).__name__}.") from None
+        text = str(exc)
+        if "sparse" not in text.lower() and "argument must be" not in text:
+            text = "X or y has an unsupported type; pass numeric arrays."
+        raise _DataTypeError(text) from None
 
 
 def check_features(estimator: Any, X: object, *, reset: bool) -> FloatArray:
@@ -203,10 +212,21 @@ def check_features(estimator: Any, X: object, *, reset: bool) -> FloatArray:
 
 def check_xy(estimator: Any, X: object, y: object) -> tuple[FloatArray, npt.NDArray[Any]]:
     """X as :func:`check_features` and y a 1-d array of the same length, both finite."""
-    if X is None or y is None:
-        raise DataError("X and y are required; pass arrays of the same length.")
+    if X is None:
+        raise DataError("X is required; pass a 2-d array of shape (n_samples, n_features).")
+    if y is None:
+        raise DataError(
+            f"{type(estimator).__name__} requires y to be passed, but the target y is None."
+        )
     y_arr = np.asarray(y)
     if y_arr.ndim == 2 and y_arr.shape[1] == 1:
+        from sklearn.exceptions import DataConversionWarning  # type: ignore[import-untyped]
+
+        warnings.warn(
+            "A column-vector y was passed when a 1d array was expected; it is raveled.",
+            DataConversionWarning,
+            stacklevel=3,
+        )
         y_arr = y_arr.ravel()
     if y_arr.ndim != 1:
         raise DataError(f"y must be 1-d, got an array with {y_arr.ndim} dimensions.")
@@ -217,6 +237,12 @@ def check_xy(estimator: Any, X: object, y: object) -> tuple[FloatArray, npt.NDAr
 def encode_labels(y: npt.NDArray[Any], classes: npt.NDArray[Any]) -> npt.NDArray[np.intp]:
     """Indices of ``y`` in the declared classes; a label outside them is an error (no leak:
     the message does not say which)."""
+    from sklearn.utils.multiclass import type_of_target  # type: ignore[import-untyped]
+
+    if y.size and type_of_target(y) == "continuous":
+        raise DataError(
+            "Unknown label type: continuous. A classifier needs labels from its declared classes."
+        )
     try:
         same_kind = y.dtype.kind == classes.dtype.kind or (
             y.dtype.kind in "iuf" and classes.dtype.kind in "iuf"

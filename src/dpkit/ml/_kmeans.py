@@ -38,7 +38,8 @@ class KMeans(ClusterMixin, TransformerMixin, PrivateEstimator):  # type: ignore[
     Blum, Dwork, McSherry & Nissim (2005, "SuLQ") and Su et al. (2016, "Differentially private
     k-means clustering"): run a fixed number of Lloyd iterations, each from the noisy size and
     the noisy coordinate sums of every cluster (Laplace, seed 003), on records clipped to
-    ``bounds``. Initial centres are drawn uniformly in the box (they depend on no record).
+    ``bounds``. Initial centres are drawn uniformly in the central half of the box (they depend
+    on no record).
 
     Privacy guarantee: ε-DP under add/remove of one record: ``max_iter`` iterations of
     ε/max_iter each, split between counts and sums (one record is in one cluster).
@@ -108,7 +109,8 @@ class KMeans(ClusterMixin, TransformerMixin, PrivateEstimator):  # type: ignore[
         gen = self._generator()
         charge_fit(self, event, 0.0, "KMeans.fit")
         mid = (low + high) / 2
-        centers = low + gen.random((k, Xc.shape[1])) * (high - low)
+        # uniform in the central half of the box: data rarely sit on the declared edges
+        centers = mid + (gen.random((k, Xc.shape[1])) - 0.5) * (high - low) / 2
         clipped = np.clip(Xc, low, high)
         for _ in range(iters):
             groups = _nearest(clipped, centers)
@@ -118,6 +120,7 @@ class KMeans(ClusterMixin, TransformerMixin, PrivateEstimator):  # type: ignore[
             centers = np.where(ok[:, None], np.clip(new, low, high), centers)
         self.cluster_centers_ = centers
         self.labels_ = _nearest(Xc, centers)
+        self.n_iter_ = iters
         self.event_ = event
         self.noise_ = {"counts": plan.counts.scale, "sums": plan.sums.scale}
         return self

@@ -145,4 +145,5 @@ class GaussianNB(ClassifierMixin, PrivateEstimator):  # type: ignore[misc]
 
     def predict(self, X: object) -> Any:
         """Most probable class."""
-        return self.classes_[np.argmax(self._joint_log_likelihood(X), axis=1)]
+        jll = self._joint_log_likelihood(X)
+        return self.classes_[np.argmax(jll, axis=1)]
