@@ -17,8 +17,16 @@ import pytest
 
 from dpkit import mechanisms
 from dpkit.audit import epsilon_lower_bound
-from dpkit.ml import PCA, GaussianNB, KMeans, LinearRegression, LogisticRegression, StandardScaler
-from dpkit.ml import _linear, _logistic
+from dpkit.ml import (
+    PCA,
+    GaussianNB,
+    KMeans,
+    LinearRegression,
+    LogisticRegression,
+    StandardScaler,
+    _linear,
+    _logistic,
+)
 
 TRIALS = 500
 EPS = 1.0
