@@ -32,14 +32,32 @@ def _nearest(X: FloatArray, centers: FloatArray) -> npt.NDArray[np.intp]:
     return out
 
 
+def _initial_centers(
+    k: int, mid: FloatArray, half: FloatArray, gen: np.random.Generator
+) -> FloatArray:
+    """Well-spread starting centres that depend on no record: of 64 draws of k points uniform
+    in the central half of the box, the one whose closest pair (in box units) is farthest."""
+    best, best_gap = mid[None, :].repeat(k, 0), -1.0
+    for _ in range(64):
+        unit = gen.random((k, mid.size)) - 0.5
+        gap = min(
+            (float(np.linalg.norm(unit[i] - unit[j])) for i in range(k) for j in range(i)),
+            default=0.0,
+        )
+        if gap > best_gap:
+            best, best_gap = mid + unit * half, gap
+    return best
+
+
 class KMeans(ClusterMixin, TransformerMixin, PrivateEstimator):  # type: ignore[misc]
     """k-means clustering with ε-differential privacy (DPLloyd).
 
     Blum, Dwork, McSherry & Nissim (2005, "SuLQ") and Su et al. (2016, "Differentially private
     k-means clustering"): run a fixed number of Lloyd iterations, each from the noisy size and
     the noisy coordinate sums of every cluster (Laplace, seed 003), on records clipped to
-    ``bounds``. Initial centres are drawn uniformly in the central half of the box (they depend
-    on no record).
+    ``bounds``. Initial centres are well spread in the central half of the box and depend on no
+    record; a cluster whose noisy count is too small for its noisy mean to be informative keeps
+    its centre.
 
     Privacy guarantee: ε-DP under add/remove of one record: ``max_iter`` iterations of
     ε/max_iter each, split between counts and sums (one record is in one cluster).
@@ -54,6 +72,8 @@ class KMeans(ClusterMixin, TransformerMixin, PrivateEstimator):  # type: ignore[
         Required per-feature bounds.
     max_iter : int
         Number of iterations (all are run and paid for: stopping early would depend on data).
+        Each costs ε/max_iter, so few iterations are best at small ε (default 2; diffprivlib,
+        after Su et al. 2016, also uses 2 to 7).
     accountant, rng :
         As everywhere in dpkit.
 
@@ -86,7 +106,7 @@ class KMeans(ClusterMixin, TransformerMixin, PrivateEstimator):  # type: ignore[
         *,
         epsilon: float | None = None,
         bounds: Any = None,
-        max_iter: int = 5,
+        max_iter: int = 2,
         accountant: Any = None,
         rng: RNGLike = None,
     ) -> None:
@@ -108,14 +128,16 @@ class KMeans(ClusterMixin, TransformerMixin, PrivateEstimator):  # type: ignore[
         event = compose_events(plan.events * iters)
         gen = self._generator()
         charge_fit(self, event, 0.0, "KMeans.fit")
-        mid = (low + high) / 2
-        # uniform in the central half of the box: data rarely sit on the declared edges
-        centers = mid + (gen.random((k, Xc.shape[1])) - 0.5) * (high - low) / 2
+        mid, half = (low + high) / 2, (high - low) / 2
+        centers = _initial_centers(k, mid, half, gen)
         clipped = np.clip(Xc, low, high)
         for _ in range(iters):
             groups = _nearest(clipped, centers)
             counts, sums, _sq = plan.release(clipped, groups, k, gen)
-            ok = counts >= 1.0  # an empty or noise-only cluster keeps its centre
+            # A cluster whose noisy mean would be mostly noise keeps its centre: the expected
+            # |noise| of each mean coordinate, scale/count, must stay within a quarter of the
+            # box's half-width (a rule on released values only: post-processing).
+            ok = counts * np.min(half) / 4 >= plan.sums.scale
             new = mid + sums / np.maximum(counts, 1.0)[:, None]
             centers = np.where(ok[:, None], np.clip(new, low, high), centers)
         self.cluster_centers_ = centers

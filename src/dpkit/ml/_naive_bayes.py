@@ -32,7 +32,8 @@ class GaussianNB(ClassifierMixin, PrivateEstimator):  # type: ignore[misc]
     The model is a function of per-class counts, feature sums and sums of squares; each is
     released once with Laplace noise (seed 003, "the Laplace mechanism"; Vaidya, Shafiq, Basu &
     Hong 2013), on records clipped to the declared ``bounds``; priors, means and variances are
-    post-processing. Variances are kept in [var_smoothing, ((high − low)/2)²].
+    post-processing. Each variance is kept between the noise level of its own estimate
+    (capped at a quarter of the squared half-range) and the squared half-range.
 
     Privacy guarantee: ε-DP under add/remove of one record (ε/3 each for the class counts,
     the sums and the sums of squares; see :class:`dpkit.ml._moments.GroupMoments`).
@@ -106,9 +107,14 @@ class GaussianNB(ClassifierMixin, PrivateEstimator):  # type: ignore[misc]
         half = (high - low) / 2
         centred_mean = np.clip(sums / n, -half, half)
         var = squares / n - centred_mean**2
-        floor = float(self.var_smoothing) * float(np.max(half) ** 2)
+        # A variance is not resolved below the noise of Q/n (√2·b/n for Laplace of scale b on
+        # the sum of squares): floor it there, or a noisy near-zero variance would dominate;
+        # but never above (h/2)², so that at small ε the features keep some weight.
+        noise_floor = np.sqrt(2.0) * plan.squares.scale / n if plan.squares else 0.0
+        noise_floor = np.minimum(noise_floor, 0.25 * half**2)
+        floor = np.maximum(noise_floor, float(self.var_smoothing) * float(np.max(half) ** 2))
         self.theta_ = centred_mean + (low + high) / 2
-        self.var_ = np.clip(var, max(floor, 1e-300), half**2)
+        self.var_ = np.clip(var, np.maximum(floor, 1e-300), np.maximum(half**2, floor))
         self.class_count_ = np.maximum(counts, 0.0)
         total = float(self.class_count_.sum())
         self.class_prior_ = self.class_count_ / total if total > 0 else np.full(k, 1.0 / k)

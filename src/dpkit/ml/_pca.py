@@ -105,14 +105,14 @@ class PCA(TransformerMixin, PrivateEstimator):  # type: ignore[misc]
 
             raise DataError(f"n_components={k} exceeds the number of features {d}.")
         Z = clip_rows(Xc, norm)
-        share = 0.5 if self.centered else 1.0
+        share = 0.8 if self.centered else 1.0
         m_gram = Gaussian(
             epsilon=eps * share, delta=dlt * share, sensitivity=norm**2, shape=d * (d + 1) // 2
         )
         mechs = [m_gram]
         if self.centered:
-            m_sum = Gaussian(epsilon=eps / 4, delta=dlt / 4, sensitivity=norm, shape=d)
-            m_n = Gaussian(epsilon=eps / 4, delta=dlt / 4, sensitivity=1.0)
+            m_sum = Gaussian(epsilon=eps * 0.15, delta=dlt * 0.15, sensitivity=norm, shape=d)
+            m_n = Gaussian(epsilon=eps * 0.05, delta=dlt * 0.05, sensitivity=1.0)
             mechs += [m_sum, m_n]
         event = compose_events([m.event for m in mechs])
         gen = self._generator()
