@@ -11,10 +11,10 @@ SEED = 2024
 
 def demo() -> None:
     """Fit private models under one budget and compare them with non-private ones."""
-    from sklearn import datasets
+    from sklearn import datasets  # type: ignore[import-untyped]
     from sklearn import linear_model as sk_linear
-    from sklearn.model_selection import train_test_split
-    from sklearn.naive_bayes import GaussianNB as PlainNB
+    from sklearn.model_selection import train_test_split  # type: ignore[import-untyped]
+    from sklearn.naive_bayes import GaussianNB as PlainNB  # type: ignore[import-untyped]
 
     from dpkit.accounting import Accountant, ApproxDP
     from dpkit.errors import BudgetExceededError, PrivacyParameterError
@@ -38,7 +38,9 @@ def demo() -> None:
     nb_plain = PlainNB().fit(Xtr, ytr).score(Xte, yte)
     print(f"  Gaussian naive Bayes, epsilon 1.0: accuracy {nb.fit(Xtr, ytr).score(Xte, yte):.3f} "
           f"(non-private {nb_plain:.3f})")  # fmt: skip
-    print(f"budget spent: epsilon {budget.spent.epsilon:.2f} of 3.0")
+    spent = budget.spent
+    assert isinstance(spent, ApproxDP)
+    print(f"budget spent: epsilon {spent.epsilon:.2f} of 3.0")
     try:
         LogisticRegression(epsilon=1.0, data_norm=5.5, classes=[0, 1], accountant=budget).fit(
             Xtr, ytr
