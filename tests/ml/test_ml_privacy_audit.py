@@ -101,6 +101,18 @@ def test_audit_does_not_refute_claim(name: str, make: Any, out: Any, pair: Any,
     assert _audit(make, out, d0, d1, delta=delta) <= EPS
 
 
+def test_audit_dpsgd() -> None:
+    # 4 records and batch_size 64: q = 1, one step per epoch; 2 epochs composed
+    def make(g: np.random.Generator) -> Any:
+        return LogisticRegression(
+            epsilon=EPS, delta=1e-6, data_norm=1.0, classes=[0, 1], method="dpsgd", epochs=2,
+            fit_intercept=False, rng=g,
+        )  # fmt: skip
+
+    d0, d1 = _pair(1, [0, 1, 0])
+    assert _audit(make, lambda m: float(m.coef_[0, 0]), d0, d1, delta=1e-6) <= EPS
+
+
 def test_audit_pca_first_component() -> None:
     # one record along the second axis against a base spread along the first
     base = np.array([[0.5, 0.0], [-0.5, 0.0], [0.4, 0.1]])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -46,6 +47,7 @@ class DPSGDPlan:
     """The whole run: ``steps`` Poisson-subsampled Gaussians (add/remove)."""
 
 
+@lru_cache(maxsize=128)
 def dpsgd_plan(
     *,
     epsilon: float,
@@ -65,7 +67,8 @@ def dpsgd_plan(
     compositions of ``PoissonSubsampledEvent(GaussianEvent(sigma=σ, sensitivity=Δ))``: the
     subsampled Gaussian of Abadi et al. (2016), with the grid's discrete Gaussian (σ about 2^24
     grid steps, whose Rényi divergences are at most the continuous Gaussian's, Canonne, Kamath &
-    Steinke 2020) standing for the continuous one.
+    Steinke 2020) standing for the continuous one. Plans are memoised (a pure function of
+    hashable arguments).
 
     Examples
     --------
