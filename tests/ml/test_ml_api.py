@@ -196,3 +196,16 @@ def test_objective_perturbation_noise_effect_matches_its_formula() -> None:
     # strong convexity bounds each distance by ‖b‖/Λ, whose mean is coef_noise_
     assert np.mean(dists) <= m.coef_noise_
     assert np.mean(dists) > 0.05 * m.coef_noise_  # the noise does act
+
+
+def test_dpsgd_plan_meets_its_target_with_dpkits_accountant() -> None:
+    from dpkit.accounting import dpsgd_epsilon
+    from dpkit.ml import dpsgd_plan
+
+    plan = dpsgd_plan(
+        epsilon=1.0, delta=1e-5, clip_norm=2.0, dimension=4, sample_rate=0.05, steps=200
+    )
+    # the run charged is σ/Δ = z: exactly what the DP-SGD accountant certifies at (1, 1e-5)
+    assert epsilon_of(plan.event, delta=1e-5, method="rdp") <= 1.0 + 1e-9
+    assert dpsgd_epsilon(plan.noise_multiplier, 0.05, 200, 1e-5, method="rdp") <= 1.0 + 1e-9
+    assert plan.sigma >= plan.noise_multiplier * plan.clip_norm
