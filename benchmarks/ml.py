@@ -1,6 +1,6 @@
 """Private models: dpkit.ml against diffprivlib (and scikit-learn without privacy), same data.
 
-Run with ``PYTHONPATH=src .venv-bench/bin/python benchmarks/ml.py``. For each shared model and
+Run with ``PYTHONPATH=src .venv-bench/bin/python benchmarks/ml.py [MODEL ...]``. For each shared model and
 each ε in {0.1, 0.5, 1, 5}, prints the mean test score over ``REPS`` random splits (accuracy for
 classifiers, R² for regression, captured test variance for PCA, inertia of the non-private model
 divided by the private one for k-means, mean |error| of the standardised mean for the scaler),
@@ -139,7 +139,10 @@ def _run(case: dict[str, Any], which: str, eps: float) -> tuple[float, float]:
 def main() -> None:
     rows: list[tuple[str, ...]] = []
     wins = total = 0
+    only = sys.argv[1:]  # optional: run only the models whose name contains one of these
     for case in _cases():
+        if only and not any(word in case["name"] for word in only):
+            continue
         plain, _ = _run(case, "plain", 1.0)
         for eps in EPSILONS:
             ours, t_ours = _run(case, "dpkit", eps)

@@ -116,8 +116,10 @@ class GaussianNB(ClassifierMixin, PrivateEstimator):  # type: ignore[misc]
         self.theta_ = centred_mean + (low + high) / 2
         self.var_ = np.clip(var, np.maximum(floor, 1e-300), np.maximum(half**2, floor))
         self.class_count_ = np.maximum(counts, 0.0)
-        total = float(self.class_count_.sum())
-        self.class_prior_ = self.class_count_ / total if total > 0 else np.full(k, 1.0 / k)
+        # the Laplace scale of the counts as a pseudo-count: no class gets prior 0 from noise
+        # alone, and the prior tends to uniform when the counts are mostly noise
+        smoothed = self.class_count_ + plan.counts.scale
+        self.class_prior_ = smoothed / float(smoothed.sum())
         self.classes_ = classes
         self.event_ = event
         self.noise_ = {
