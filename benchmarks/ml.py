@@ -1,11 +1,11 @@
 """Private models: dpkit.ml against diffprivlib (and scikit-learn without privacy), same data.
 
-Run with ``PYTHONPATH=src .venv-bench/bin/python benchmarks/ml.py [MODEL ...]``. For each shared
-model and each ε in {0.1, 0.5, 1, 5}, prints the mean test score over ``REPS`` random splits (accuracy for
-classifiers, R² for regression, captured test variance for PCA, inertia of the non-private model
-divided by the private one for k-means, mean |error| of the standardised mean for the scaler),
-and the fit time. Features are min–max scaled with each dataset's full range, taken as public
-domain knowledge and given to both libraries identically (bounds, data_norm).
+Run with ``PYTHONPATH=src .venv-bench/bin/python benchmarks/ml.py [MODEL ...]``. For each
+shared model and each ε in {0.1, 0.5, 1, 5}, prints the mean test score over ``REPS`` random
+splits (accuracy for classifiers, R² for regression, captured test variance for PCA, inertia of
+the non-private model divided by the private one for k-means) and the median fit time. Features
+are min–max scaled with each dataset's full range, taken as public domain knowledge and given to
+both libraries identically (bounds, data_norm).
 """
 
 from __future__ import annotations
