@@ -26,7 +26,9 @@ SEED = 2024  # the demo is reproducible; real releases use rng=None (secure)
 # Each layer above the statistics keeps its own demo section next to its code.
 _LAYER_SECTIONS = (
     "dpkit.frame._demo",
+    "dpkit.holdout._demo",
     "dpkit.local._demo",
+    "dpkit.ml._demo",
     "dpkit.release._demo_density",
     "dpkit.server._demo",
 )
