@@ -135,6 +135,11 @@ def gaussian_sigma(
     while _log_delta(eps, mu) > log_target:
         mu = math.nextafter(mu, 0.0) * (1 - 1e-15)
     sigma = sens / mu
+    if not 0.0 < sigma < math.inf:  # Δ near the float limits: σ overflows or underflows
+        raise PrivacyParameterError(
+            f"sensitivity={sens:.3g} gives a sigma beyond the float range at this epsilon and "
+            "delta; rescale the query."
+        )
     while _log_delta(eps, sens / sigma) > log_target:
         sigma = math.nextafter(sigma, math.inf)
     return sigma
