@@ -127,3 +127,9 @@ def test_every_extreme_mechanism_either_refuses_at_build_or_releases(name: str) 
             except DPKitError:
                 continue
             use(mech, Accountant(ApproxDP(epsilon=1e308, delta=0.5)))
+
+
+def test_integer_errors_do_not_give_the_length_of_a_text_record() -> None:
+    with pytest.raises(DataError) as info:  # "got dtype <U22": the record's length
+        Geometric(epsilon=1.0).release("salary=91234.5 (alice)")
+    assert "22" not in str(info.value)

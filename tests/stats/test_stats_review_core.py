@@ -36,3 +36,11 @@ def test_ragged_bins_for_one_column_are_a_data_error() -> None:
 
 def test_empty_one_column_histogram_still_works() -> None:
     assert st.histogram([], bins=[0.0, 0.5, 1.0], epsilon=1.0, rng=0).value.shape == (2,)
+
+
+@pytest.mark.parametrize("secret", ["salary=91234.5 (alice)", b"salary=91234.5 (alice)"])
+def test_errors_do_not_give_the_length_of_a_text_record(secret: Any) -> None:
+    # "got dtype <U22" told the length of the longest record
+    with pytest.raises(DataError) as info:
+        st.sum([secret], bounds=(0.0, 1.0), epsilon=1.0)
+    assert "22" not in str(info.value)

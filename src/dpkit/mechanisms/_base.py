@@ -10,7 +10,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from dpkit._messages import not_numeric
+from dpkit._messages import dtype_name, not_numeric
 from dpkit.accounting import Accountant
 from dpkit.errors import DataError, PrivacyParameterError
 
@@ -177,7 +177,7 @@ def check_int_value(value: object, shape: tuple[int, ...]) -> IntArray:
         # 2^60 + 128): convert entry by entry, exactly.
         raw = _exact_ints(raw)
     if raw.dtype.kind not in "iubf":
-        raise DataError(f"value must be integer, got dtype {raw.dtype}.")
+        raise DataError(f"value must be integer, got dtype {dtype_name(raw.dtype)}.")
     if raw.dtype.kind == "f":
         if not np.all(np.isfinite(raw)):
             raise DataError("value contains NaN or infinite values; integer queries need integers.")
