@@ -7,7 +7,7 @@ analyst's screen. dpkit re-raises such errors with a message that names the kind
 
 from __future__ import annotations
 
-__all__ = ["not_numeric"]
+__all__ = ["dtype_name", "not_numeric"]
 
 
 def not_numeric(name: str, exc: BaseException, wanted: str = "numeric") -> str:
@@ -20,3 +20,15 @@ def not_numeric(name: str, exc: BaseException, wanted: str = "numeric") -> str:
         f"{name} must be {wanted}: an entry could not be converted to a number "
         f"({type(exc).__name__}: a string or other non-number?); clean the data first."
     )
+
+
+def dtype_name(dtype: object) -> str:
+    """A dtype's name without the sizes of fixed-width text (``<U22`` is the longest record's
+    length, a fact about the data): ``str`` and ``bytes`` instead.
+
+    >>> import numpy as np
+    >>> dtype_name(np.array(["salary=91234.5 (alice)"]).dtype), dtype_name(np.dtype("f8"))
+    ('str', 'float64')
+    """
+    kind = getattr(dtype, "kind", "")
+    return {"U": "str", "S": "bytes"}.get(kind, str(dtype))

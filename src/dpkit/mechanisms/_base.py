@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 import numbers
+from decimal import Decimal
 from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from dpkit._messages import not_numeric
+from dpkit._messages import dtype_name, not_numeric
 from dpkit.accounting import Accountant
 from dpkit.errors import DataError, PrivacyParameterError
 from dpkit.random import warn_if_insecure
@@ -114,7 +115,7 @@ def check_float_value(value: object, shape: tuple[int, ...]) -> FloatArray:
         raise DataError("value is None; pass a number or an array of numbers.")
     try:
         arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:  # Overflow: an int beyond 1.8e308
         raise DataError(not_numeric("value", exc)) from None
     if arr.shape != shape:
         raise _shape_error(arr.shape, shape)
@@ -125,30 +126,43 @@ def check_float_value(value: object, shape: tuple[int, ...]) -> FloatArray:
     return arr
 
 
+def _integral(v: numbers.Real | Decimal) -> int:
+    """The exact integer value of a non-int number (Fraction, float, NumPy float, Decimal).
+
+    Read through its exact ratio, never through float64: a Fraction or a long double of
+    2^60 + 129 would otherwise become 2^60 + 128, the break of object-dtype integers again.
+    """
+    ratio = getattr(v, "as_integer_ratio", None)
+    if ratio is None:  # a Real with no exact ratio: only integers below 2^53 survive float64
+        f = float(v)
+        if math.isfinite(f) and abs(f) >= 2.0**53:
+            raise DataError("value has a non-int entry beyond 2^53; pass Python ints.")
+        ratio = f.as_integer_ratio
+    try:
+        num, den = ratio()
+    except (OverflowError, ValueError):  # infinities and NaN have no ratio
+        raise DataError(
+            "value contains NaN or infinite values; integer queries need integers."
+        ) from None
+    if den != 1:
+        raise DataError(
+            "value must hold integers (this mechanism is for counts and other integer "
+            "queries); use Laplace or Gaussian for real-valued queries."
+        )
+    return int(num)
+
+
 def _exact_ints(raw: npt.NDArray[Any]) -> IntArray:
     """An object array of integers (Python ints, NumPy ints, integral floats) as int64, exactly."""
     out: list[int] = []
     for v in raw.flat:
         if v is None:
             raise DataError("value contains None; pass integers only.")
-        if isinstance(v, bool | np.bool_) or not isinstance(v, numbers.Real):
+        if isinstance(v, bool | np.bool_) or not isinstance(v, numbers.Real | Decimal):
             raise DataError(
                 f"value must be integer: an entry of type {type(v).__name__} is not a number."
             )
-        if isinstance(v, numbers.Integral):
-            i = int(v)
-        else:
-            f = float(v)
-            if not math.isfinite(f):
-                raise DataError(
-                    "value contains NaN or infinite values; integer queries need integers."
-                )
-            if not f.is_integer():
-                raise DataError(
-                    "value must hold integers (this mechanism is for counts and other integer "
-                    "queries); use Laplace or Gaussian for real-valued queries."
-                )
-            i = int(f)
+        i = int(v) if isinstance(v, numbers.Integral) else _integral(v)
         if not -INT_LIMIT < i < INT_LIMIT:
             raise DataError("value has integers beyond ±2^62; the noisy sum could overflow int64.")
         out.append(i)
@@ -170,7 +184,7 @@ def check_int_value(value: object, shape: tuple[int, ...]) -> IntArray:
         # 2^60 + 128): convert entry by entry, exactly.
         raw = _exact_ints(raw)
     if raw.dtype.kind not in "iubf":
-        raise DataError(f"value must be integer, got dtype {raw.dtype}.")
+        raise DataError(f"value must be integer, got dtype {dtype_name(raw.dtype)}.")
     if raw.dtype.kind == "f":
         if not np.all(np.isfinite(raw)):
             raise DataError("value contains NaN or infinite values; integer queries need integers.")

@@ -10,6 +10,7 @@ import numpy as np
 
 from dpkit._checks import check_epsilon, exact_fraction
 from dpkit.accounting import DiscreteLaplaceEvent
+from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms._base import (
     IntArray,
     SupportsCharge,
@@ -82,7 +83,12 @@ class Geometric:
         eps = check_epsilon(self.epsilon)
         sens = check_integer_parameter(self.sensitivity, "sensitivity")
         exact = Fraction(sens) / exact_fraction(eps, "epsilon")
-        scale = float(exact)
+        try:
+            scale = float(exact)
+        except OverflowError:  # e.g. Δ = 2^40 at ε = 1e-300: refused here, nothing is charged
+            raise PrivacyParameterError(
+                "sensitivity/epsilon is beyond the float range; use a larger epsilon."
+            ) from None
         if Fraction(scale) < exact:  # round up: more noise, never less
             scale = math.nextafter(scale, math.inf)
         object.__setattr__(self, "epsilon", eps)

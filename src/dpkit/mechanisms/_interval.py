@@ -107,7 +107,7 @@ def _grid_points(points: object, lo: float, hi: float, grid: int) -> tuple[IntAr
         raise DataError("points is None; pass a 1-d array of data values.")
     try:
         x = np.asarray(points, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise DataError(not_numeric("points", exc)) from None
     if x.ndim != 1:
         raise DataError(f"points must be 1-d, got shape {x.shape}.")
@@ -187,7 +187,7 @@ def cells_for(
         return cells
     try:
         gap_scores = np.asarray(scores, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise DataError(not_numeric("scores", exc, "numeric or a callable")) from None
     if gap_scores.shape != (n + 1,):
         raise DataError(

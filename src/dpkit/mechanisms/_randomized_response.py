@@ -11,6 +11,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from dpkit._checks import check_epsilon, exact_fraction
+from dpkit._messages import dtype_name
 from dpkit.accounting import RandomizedResponseEvent
 from dpkit.errors import DataError, PrivacyParameterError
 from dpkit.mechanisms._base import FloatArray, IntArray, SupportsCharge, charge
@@ -217,7 +218,8 @@ class RandomizedResponse:
         raw = np.asarray(answers)
         if raw.dtype.kind == "O" or raw.dtype.kind not in "biuf":
             raise DataError(
-                f"{name} must be bools or integers 0..{self.categories - 1}, got dtype {raw.dtype}."
+                f"{name} must be bools or integers 0..{self.categories - 1}, got dtype "
+                f"{dtype_name(raw.dtype)}."
             )
         if raw.size == 0:
             raise DataError(f"{name} is empty; there is nothing to randomise or estimate.")

@@ -161,7 +161,7 @@ def as_finite_array(values: object, name: str = "values") -> FloatArray:
         raise DataError(f"{name} is None; pass a number or an array of numbers.")
     try:
         arr = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise DataError(not_numeric(name, exc)) from None
     if not np.all(np.isfinite(arr)):
         raise DataError(

@@ -8,6 +8,7 @@ import numbers
 import numpy as np
 import numpy.typing as npt
 
+from dpkit._messages import dtype_name
 from dpkit.errors import DataError
 
 __all__ = [
@@ -51,7 +52,8 @@ def _as_float_array(x: object, name: str) -> FloatArray:
         arr = np.array(arr, subok=False)
     if arr.dtype == object or arr.dtype.kind not in "biuf":
         raise DataError(
-            f"{name} must be numeric (got dtype {arr.dtype}); remove None or non-numbers first."
+            f"{name} must be numeric (got dtype {dtype_name(arr.dtype)}); remove None or "
+            "non-numbers first."
         )
     if arr.dtype != np.float64:
         arr = arr.astype(np.float64)

@@ -32,11 +32,19 @@ from dpkit.stats._release import LinearNoise, Release
 __all__ = ["histogram"]
 
 
+def _flat(bins: object) -> bool:
+    """Whether ``bins`` is one flat array of edges (not one array per column)."""
+    try:
+        return bool(np.ndim(bins) == 1)  # type: ignore[arg-type]
+    except ValueError:  # ragged: one edge array per column, of different lengths
+        return False
+
+
 def _edges(bins: object, d: int) -> list[FloatArray]:
     if bins is None:
         raise DataError("bins (the bin edges) are required; dpkit never derives them from data.")
     seq: Sequence[object] = (
-        [bins] if d == 1 and np.ndim(bins) == 1 else list(bins)  # type: ignore[call-overload, arg-type]
+        [bins] if d == 1 and _flat(bins) else list(bins)  # type: ignore[call-overload]
     )
     if len(seq) != d:
         raise DataError(f"give one array of edges per column: {d} column(s), {len(seq)} arrays.")
@@ -109,6 +117,10 @@ def histogram(
     eps, dlt = check_privacy(epsilon, delta)
     replace = is_replace(neighbouring)
     data = as_matrix(x)
+    if np.shape(x) == (0,) and bins is not None and not _flat(bins):  # type: ignore[call-overload]
+        # An empty list carries no column count: take it from the bins, so that an empty dataset
+        # is answered with noise in any container (a refusal would reveal the emptiness).
+        data = np.empty((0, len(bins)))  # type: ignore[arg-type]
     edges = _edges(bins, data.shape[1])
     counts, _ = np.histogramdd(data, bins=edges)
     if data.shape[1] == 1:
