@@ -9,6 +9,7 @@ MST- and AIM-style), on a public :class:`Domain` (or one estimated privately wit
 
 from __future__ import annotations
 
+from dpkit.release._discovery import discover_domain, partition_threshold
 from dpkit.release._domain import Categorical, Column, Domain, Numeric
 from dpkit.release._synth import Synthesizer, SyntheticModel
 
@@ -19,4 +20,6 @@ __all__ = [
     "Numeric",
     "Synthesizer",
     "SyntheticModel",
+    "discover_domain",
+    "partition_threshold",
 ]

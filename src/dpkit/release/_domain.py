@@ -181,16 +181,20 @@ class Categorical:
     """A categorical column with its public list of categories.
 
     A value that is not one of the categories is refused (:class:`~dpkit.errors.DataError`),
-    without naming it: silently dropping it would change the count the noise was sized for.
+    without naming it — silently dropping it would change the count the noise was sized for —
+    unless ``other`` names one of the categories as a catch-all, which then receives it.
 
     Examples
     --------
     >>> from dpkit.release import Categorical
     >>> Categorical(["a", "b", "c"]).cells
     3
+    >>> Categorical(["a", "other"], other="other").encode(["a", "zzz"], "c").tolist()
+    [0, 1]
     """
 
     categories: tuple[Any, ...]
+    other: Any = None
 
     def __post_init__(self) -> None:
         if isinstance(self.categories, str | bytes) or not isinstance(self.categories, Iterable):
@@ -202,6 +206,8 @@ class Categorical:
             raise DataError("categories cannot include None or NaN.")
         if len(set(cats)) != len(cats):
             raise DataError("categories must be distinct.")
+        if self.other is not None and self.other not in cats:
+            raise DataError("other must be one of the categories.")
         object.__setattr__(self, "categories", cats)
 
     @property
@@ -215,9 +221,13 @@ class Categorical:
         if arr.ndim != 1:
             raise DataError(f"column {name!r} must be 1-d.")
         index = {c: i for i, c in enumerate(self.categories)}
+        fallback = None if self.other is None else index[self.other]
         out = np.empty(arr.size, dtype=np.int64)
         for j, v in enumerate(arr.tolist()):
             i = index.get(v)
+            missing = v is None or (isinstance(v, float) and math.isnan(v))
+            if i is None and fallback is not None and not missing:
+                i = fallback
             if i is None:
                 raise DataError(
                     f"column {name!r} has a missing value or one outside its declared "
@@ -233,7 +243,10 @@ class Categorical:
 
     def spec(self) -> dict[str, Any]:
         """A JSON-ready description."""
-        return {"type": "categorical", "categories": list(self.categories)}
+        out: dict[str, Any] = {"type": "categorical", "categories": list(self.categories)}
+        if self.other is not None:
+            out["other"] = self.other
+        return out
 
 
 Column = Numeric | Categorical
@@ -307,7 +320,7 @@ class Domain:
             if not isinstance(s, Mapping) or s.get("type") not in ("numeric", "categorical"):
                 raise DataError(f"column {name!r}: type must be 'numeric' or 'categorical'.")
             if s["type"] == "categorical":
-                cols[name] = Categorical(tuple(s.get("categories", ())))
+                cols[name] = Categorical(tuple(s.get("categories", ())), other=s.get("other"))
                 continue
             unknown = set(s) - {"type", "lo", "hi", "bins", "integer", "atoms", "edges"}
             if unknown:
