@@ -11,15 +11,20 @@ from __future__ import annotations
 
 from dpkit.release._discovery import discover_domain, partition_threshold
 from dpkit.release._domain import Categorical, Column, Domain, Numeric
+from dpkit.release._report import ColumnUtility, TrainTestScore, UtilityReport, utility_report
 from dpkit.release._synth import Synthesizer, SyntheticModel
 
 __all__ = [
     "Categorical",
     "Column",
+    "ColumnUtility",
     "Domain",
     "Numeric",
     "Synthesizer",
     "SyntheticModel",
+    "TrainTestScore",
+    "UtilityReport",
     "discover_domain",
     "partition_threshold",
+    "utility_report",
 ]
