@@ -25,6 +25,7 @@ from dpkit.audit._catalogue import builtin_cases
 from dpkit.audit._controls import negative_controls
 from dpkit.audit._result import AuditResult
 from dpkit.errors import DPKitError
+from dpkit.release._cli import add_release_parser, run_release
 
 __all__ = ["main"]
 
@@ -168,6 +169,7 @@ def _parser() -> argparse.ArgumentParser:
     audit.add_argument("--controls", action="store_true", help="also run the negative controls")
     audit.add_argument("--list", action="store_true", help="list the audits and exit")
     audit.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_release_parser(sub)
     return parser
 
 
@@ -177,6 +179,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "audit":
             return _audit(args)
+        if args.command == "release":
+            return run_release(args)
     except DPKitError as exc:
         print(f"dpkit: error: {exc}", file=sys.stderr)
         return 2
