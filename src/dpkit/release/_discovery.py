@@ -34,6 +34,7 @@ from dpkit.random import RNGLike, as_generator
 from dpkit.release._domain import Categorical, Column, Domain, Numeric, table_columns
 from dpkit.stats import quantile
 from dpkit.stats._events import exponential_event
+from dpkit.stats._quantile import quantile_grid
 
 __all__ = ["discover_domain", "partition_threshold"]
 
@@ -155,12 +156,23 @@ def discover_domain(
         lo, hi = bounds[k]
         qs = [i / bins for i in range(1, bins)]
         x = np.asarray(cols[k], dtype=np.float64)
-        inner = np.asarray(quantile(x, qs, bounds=(lo, hi), epsilon=eps_c, rng=gen).value)
+        if x.size:
+            inner = np.asarray(quantile(x, qs, bounds=(lo, hi), epsilon=eps_c, rng=gen).value)
+        else:
+            inner = _uniform_on_grid(lo, hi, len(qs), gen)
         edges = np.unique(np.concatenate([[lo], np.clip(inner, lo, hi), [hi]]))
         out[k] = Numeric(lo, hi, edges=tuple(float(e) for e in edges))
     for k in cats:
         out[k] = Categorical(_select_partitions(cols[k], eps_c, delta_c, gen, other), other=other)
     return Domain(out)
+
+
+def _uniform_on_grid(lo: float, hi: float, m: int, gen: np.random.Generator) -> np.ndarray:
+    """What the exponential mechanism of :func:`dpkit.stats.quantile` outputs on no records:
+    every point of its grid scores the same, so each quantile is uniform on the grid."""
+    g = quantile_grid(lo, hi)
+    a, b = math.ceil(math.ldexp(lo, -g)), math.floor(math.ldexp(hi, -g))
+    return np.sort(np.ldexp(gen.integers(a, b + 1, size=m).astype(np.float64), g))
 
 
 def _select_partitions(

@@ -25,6 +25,7 @@ __all__ = [
     "check_cells",
     "marginal",
     "measure",
+    "noisy_counts",
     "tvd",
 ]
 
@@ -76,8 +77,13 @@ def measure(
     The caller has already charged Δ²/(2σ²) zCDP for it.
     """
     counts = marginal(codes, shape, cols)
+    return Measurement(tuple(cols), noisy_counts(counts, sigma, gen), float(sigma))
+
+
+def noisy_counts(counts: IntArray, sigma: float, gen: np.random.Generator) -> IntArray:
+    """``counts`` plus independent exact discrete Gaussian noise of scale σ in every cell."""
     noise = np.asarray(discrete_gaussian(sigma, size=counts.size, rng=gen), dtype=np.int64)
-    return Measurement(tuple(cols), counts + noise.reshape(counts.shape), float(sigma))
+    return np.asarray(counts + noise.reshape(counts.shape), dtype=np.int64)
 
 
 def tvd(p: npt.ArrayLike, q: npt.ArrayLike) -> float:
