@@ -31,7 +31,7 @@ from dpkit.release._examples import fair_domain, load_fair
 from dpkit.release._marginals import marginal, tvd
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _timing import table  # noqa: E402
+from _timing import table
 
 DELTA = 1e-6
 
@@ -61,7 +61,7 @@ def run_smartnoise(name: str, rounds: int) -> Callable[[object, float, int], np.
     cols = list(dom.names)
 
     def fit_sample(codes: object, eps: float, seed: int) -> np.ndarray:
-        np.random.seed(seed)  # SmartNoise and mbi draw from NumPy's global generator
+        np.random.seed(seed)  # noqa: NPY002 - SmartNoise and mbi draw from the global generator
         df = pd.DataFrame(np.asarray(codes), columns=cols)
         kwargs: dict[str, object] = {"epsilon": eps, "delta": DELTA}
         if name == "aim":
