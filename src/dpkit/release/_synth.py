@@ -147,8 +147,9 @@ class Synthesizer:
     neighbouring : Neighbouring
         Add/remove one record (default) or replace one (ℓ2 sensitivity √2, score sensitivity 2).
     max_cells : int
-        Largest marginal the fit may measure; a domain whose smallest required marginal is
-        larger is refused before anything is charged, with the memory it would need.
+        Largest marginal the fit may measure. A column larger than this, or (MST) columns that
+        cannot be joined into a tree by pairs within it, are refused before anything is
+        charged, with the memory they would need; AIM only considers marginals within it.
 
     Notes
     -----
@@ -225,14 +226,21 @@ class Synthesizer:
         shape = self.domain.shape
         for k, s in zip(self.domain.names, shape, strict=True):
             check_cells(s, self.max_cells, f"column {k!r}")
-        if self.method != "independent" and len(shape) > 1:
-            a, b = sorted(shape)[:2]
-            check_cells(a * b, self.max_cells, "the smallest pair marginal")
-            if self.method == "mst":
-                # Kruskal may need any pair; a tree over the columns needs the largest column's
-                # smallest partner at least.
-                big = max(shape)
-                check_cells(big * min(shape), self.max_cells, "a required pair marginal")
+        if self.method == "mst" and len(shape) > 1:
+            # The tree must connect every column through pairs of at most max_cells cells.
+            comp = {0}
+            while len(comp) < len(shape):
+                links = [
+                    shape[i] * shape[j] for i in comp for j in range(len(shape)) if j not in comp
+                ]
+                grow = [
+                    j
+                    for j in range(len(shape))
+                    if j not in comp and any(shape[i] * shape[j] <= self.max_cells for i in comp)
+                ]
+                if not grow:
+                    check_cells(min(links), self.max_cells, "a pair marginal the tree needs")
+                comp.update(grow)
 
     @property
     def event(self) -> Event:

@@ -110,7 +110,11 @@ def _mst_edges(
     progress: Progress | None,
 ) -> list[tuple[int, int]]:
     d = len(shape)
-    pairs = [(i, j) for i, j in itertools.combinations(range(d), 2)]
+    pairs = [
+        (i, j)
+        for i, j in itertools.combinations(range(d), 2)
+        if shape[i] * shape[j] <= plan.max_cells
+    ]
     scores = np.array(
         [
             _l1(marginal(codes, shape, (i, j)), n_hat * np.outer(priors[i], priors[j]))
@@ -175,9 +179,12 @@ def _aim_families(
         cands: list[tuple[int, tuple[int, ...]]] = []
         if not placed:
             cands = [(j, (i,)) for i, j in itertools.combinations(range(d), 2)]
+            cands += [(a, ()) for a in range(d)]
         else:
             rest = [c for c in range(d) if c not in placed]
-            sets = [(p,) for p in placed] + list(itertools.combinations(sorted(placed), 2))
+            # () is a fresh one-way measurement: the choice when no dependence is worth its
+            # noise, and always within max_cells, so every round has a candidate.
+            sets = [(), *((p,) for p in placed), *itertools.combinations(sorted(placed), 2)]
             cands = [(a, s) for a in rest for s in sets]
         cands = [
             (a, s) for a, s in cands if math.prod(shape[c] for c in s) * shape[a] <= plan.max_cells
@@ -187,14 +194,18 @@ def _aim_families(
             cols = (*s, a)
             if cols not in exact:
                 exact[cols] = marginal(codes, shape, cols)
-            if placed:
-                ps = marginal(sample, shape, s).astype(np.float64) / MODEL_SAMPLE
+            if not s:
+                model = n_hat * priors[a]
             else:
-                ps = priors[s[0]]
-            model = n_hat * np.multiply.outer(ps, priors[a])
+                ps = (
+                    marginal(sample, shape, s).astype(np.float64) / MODEL_SAMPLE
+                    if placed
+                    else priors[s[0]]
+                )
+                model = n_hat * np.multiply.outer(ps, priors[a])
             scores[k] = _l1(exact[cols], model) - bias * exact[cols].size
         a, s = cands[em.select_index(scores, rng=gen)]
-        if not placed:
+        if s and not placed:  # the first pair: its parent is the root
             families.append(Family(s[0], (), priors[s[0]]))
             placed.append(s[0])
             sample[:, s[0]] = sample_child(sample, families[-1], gen)
