@@ -130,7 +130,7 @@ def discover_domain(
         raise DataError("a column is listed twice among known, numeric and categorical.")
     if not num and not cats:
         raise DataError("nothing to discover: give numeric= or categorical= columns.")
-    cols = table_columns(data, names)
+    cols = table_columns(data, names, allow_extra=True)  # other columns are simply not read
     eps_c = eps / (len(num) + len(cats))
     delta_c = dlt / len(cats) if cats else 0.0
     bounds: dict[str, tuple[float, float]] = {}

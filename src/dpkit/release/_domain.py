@@ -337,10 +337,13 @@ class Domain:
         return cls(cols)
 
 
-def table_columns(data: object, names: Sequence[str]) -> dict[str, npt.NDArray[Any]]:
+def table_columns(
+    data: object, names: Sequence[str], *, allow_extra: bool = False
+) -> dict[str, npt.NDArray[Any]]:
     """The named columns of a pandas/Polars DataFrame, a mapping, or a 2-d array (by position).
 
-    Unknown or missing columns are refused; a 2-d array must have one column per name.
+    Missing columns are refused, and so are columns not named (unless ``allow_extra``); a 2-d
+    array must have one column per name.
     """
     if isinstance(data, np.ndarray) and data.dtype.names is None:
         if data.ndim != 2 or data.shape[1] != len(names):
@@ -363,7 +366,7 @@ def table_columns(data: object, names: Sequence[str]) -> dict[str, npt.NDArray[A
     if missing:
         raise DataError(f"the data lack the domain's columns {missing}.")
     extra = [c for c in have if c not in names]
-    if extra:
+    if extra and not allow_extra:
         raise DataError(f"the data have columns {extra} that the domain does not describe.")
     out: dict[str, npt.NDArray[Any]] = {}
     for k in names:

@@ -72,7 +72,11 @@ def fit_model(
         fitted = _fit_tree(codes, shape, _tree_families(d, edges), priors, n_hat, plan, gen)
     else:
         fitted = _aim_families(codes, shape, priors, n_hat, plan, gen, progress)
-    measured = [(c,) for c in range(d)] + [(*f.parents, f.child) for f in fitted if f.parents]
+    # A family whose table is not its prior was measured in a round (a fresh one-way table
+    # when it has no parents).
+    measured = [(c,) for c in range(d)] + [
+        (*f.parents, f.child) for f in fitted if f.parents or f.table is not priors[f.child]
+    ]
     return BayesNet(shape, tuple(fitted)), n_hat, measured
 
 
