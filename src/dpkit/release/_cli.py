@@ -88,6 +88,9 @@ def run_release(args: argparse.Namespace) -> int:
         if bar is not None:
             bar.advance(done - bar.done, f"{args.method}: step {done} of {total}")
 
+    if args.seed is not None:
+        print("dpkit: note: --seed makes the output reproducible and NOT private-grade random; "
+              "leave it out for a real release.", file=sys.stderr)  # fmt: skip
     model = synth.fit(data, rng=args.seed, progress=tick)
     if bar is not None:
         bar.close()
