@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +90,7 @@ def run_release(args: argparse.Namespace) -> int:
             bar.advance(done - bar.done, f"{args.method}: step {done} of {total}")
 
     if args.seed is not None:
-        print("dpkit: note: --seed makes the output reproducible and NOT private-grade random; "
+        print("dpkit: note: --seed makes the output reproducible and its randomness NOT secure; "
               "leave it out for a real release.", file=sys.stderr)  # fmt: skip
     model = synth.fit(data, rng=args.seed, progress=tick)
     if bar is not None:
