@@ -4,6 +4,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 BENCH_VENV := .venv-bench
 BENCH_PY := $(BENCH_VENV)/bin/python
+SYNTH_VENV := .venv-synth
+SYNTH_PY := $(SYNTH_VENV)/bin/python
 
 .PHONY: test demo bench lint typecheck pytest clean system-deps
 
@@ -40,8 +42,17 @@ $(BENCH_VENV)/.installed: pyproject.toml benchmarks/requirements.txt
 	$(BENCH_PY) -m pip install --quiet --no-deps -e .
 	touch $@
 
-bench: $(BENCH_VENV)/.installed
-	for b in benchmarks/[a-z]*.py; do $(BENCH_PY) $$b || exit 1; done
+# SmartNoise Synth (JAX, numpy 2) cannot share the peers' numpy<2 environment.
+$(SYNTH_VENV)/.installed: benchmarks/requirements-synth.txt
+	test -x $(SYNTH_PY) || $(PYTHON) -m venv $(SYNTH_VENV)
+	$(SYNTH_PY) -m pip install --quiet --upgrade pip
+	$(SYNTH_PY) -m pip install --quiet -r benchmarks/requirements-synth.txt
+	touch $@
+
+bench: $(BENCH_VENV)/.installed $(SYNTH_VENV)/.installed
+	for b in benchmarks/[a-z]*.py; do \
+	  [ $$b = benchmarks/release.py ] || $(BENCH_PY) $$b || exit 1; done
+	PYTHONPATH=src $(SYNTH_PY) benchmarks/release.py
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(BENCH_VENV) $(SYNTH_VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

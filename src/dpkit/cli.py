@@ -183,9 +183,12 @@ def _parser() -> argparse.ArgumentParser:
     audit.add_argument("--controls", action="store_true", help="also run the negative controls")
     audit.add_argument("--list", action="store_true", help="list the audits and exit")
     audit.add_argument("--quiet", action="store_true", help="no progress bar")
+    # The layers' commands register themselves; their heavy dependencies load only when run.
+    from dpkit.release._cli import add_release_parser
     from dpkit.server._cli import register as register_serve
 
     register_serve(sub)
+    add_release_parser(sub)
     return parser
 
 
@@ -197,6 +200,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _audit(args)
         if hasattr(args, "func"):
             return int(args.func(args))
+        if args.command == "release":
+            from dpkit.release._cli import run_release
+
+            return run_release(args)
     except DPKitError as exc:
         print(f"dpkit: error: {exc}", file=sys.stderr)
         return 2

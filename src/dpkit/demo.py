@@ -30,6 +30,7 @@ _LAYER_SECTIONS = (
     "dpkit.local._demo",
     "dpkit.ml._demo",
     "dpkit.release._demo_density",
+    "dpkit.release._demo_synth",
     "dpkit.server._demo",
 )
 

@@ -1,0 +1,59 @@
+"""``dpkit release`` end to end on a CSV file, and its errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpkit.cli import main
+from dpkit.release._examples import fair_domain, load_fair
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("release")
+    load_fair().to_csv(d / "fair.csv", index=False)
+    (d / "domain.json").write_text(json.dumps(fair_domain().spec()))
+    return d
+
+
+def test_release_writes_a_synthetic_csv_and_a_report(
+    files: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, rep = files / "syn.csv", files / "report.html"
+    argv = ["release", str(files / "fair.csv"), "--domain", str(files / "domain.json"),
+            "--epsilon", "1", "--out", str(out), "--rows", "1234", "--report", str(rep),
+            "--target", "occupation", "--seed", "3"]  # fmt: skip
+    assert main(argv) == 0
+    syn = pd.read_csv(out)
+    assert len(syn) == 1234 and list(syn.columns) == list(fair_domain().names)
+    assert set(syn["religious"]) <= {1, 2, 3, 4}
+    assert np.mean(syn["affairs"] == 0) > 0.5  # the atom survives the CSV round trip
+    captured = capsys.readouterr()
+    assert "wrote 1234 synthetic rows" in captured.out
+    assert "mean 3-way TVD" in captured.out
+    assert "step 9 of 9" in captured.err  # the progress bar reached the end
+    assert "data:image/png" in rep.read_text()
+
+
+def test_release_refuses_bad_input_with_status_2(
+    files: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = files / "bad.csv"
+    df = load_fair().head(50).copy()
+    df.loc[3, "religious"] = 9  # not a declared category
+    df.to_csv(bad, index=False)
+    base = ["--domain", str(files / "domain.json"), "--out", str(files / "x.csv"), "--quiet"]
+    assert main(["release", str(bad), "--epsilon", "1", *base]) == 2
+    assert "outside its declared categories" in capsys.readouterr().err
+    assert main(["release", str(files / "fair.csv"), "--epsilon", "-1", *base]) == 2
+    assert main(["release", str(files / "missing.csv"), "--epsilon", "1", *base]) == 2
+    (files / "d2.json").write_text("{not json")
+    argv = ["release", str(files / "fair.csv"), "--epsilon", "1", "--domain",
+            str(files / "d2.json"), "--out", str(files / "x.csv")]  # fmt: skip
+    assert main(argv) == 2
+    assert not (files / "x.csv").exists()
