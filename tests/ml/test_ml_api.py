@@ -230,3 +230,19 @@ def test_dpsgd_mechanism_does_not_depend_on_the_private_n() -> None:
     with pytest.raises(PrivacyParameterError):  # was a bare ValueError, after charging
         est(n_samples=200, learning_rate="fast", accountant=acct).fit(X, Y_CLS)
     assert not acct.ledger
+
+
+def test_bad_hyper_parameters_are_refused_before_charging() -> None:
+    # Regression: GaussianNB read var_smoothing after charging (a bare ValueError for "abc"),
+    # and LinearRegression's rho="abc" was a bare ValueError.
+    acct = Accountant(ApproxDP(epsilon=5.0, delta=1e-5))
+    for bad in ("abc", -1.0, float("nan")):
+        nb = GaussianNB(epsilon=1.0, bounds=(-1, 1), classes=[0, 1], var_smoothing=bad,
+                        accountant=acct)  # fmt: skip
+        with pytest.raises(PrivacyParameterError):
+            nb.fit(X, Y_CLS)
+        lr = LinearRegression(epsilon=1.0, delta=1e-6, data_norm=2.0, bounds_y=(-3, 3), rho=bad,
+                              accountant=acct)  # fmt: skip
+        with pytest.raises(PrivacyParameterError):
+            lr.fit(X, Y_REG)
+    assert not acct.ledger
