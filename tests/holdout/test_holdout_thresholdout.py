@@ -121,3 +121,34 @@ def test_science_experiment_at_n_d_2000() -> None:
     assert abs(np.mean(c.thresholdout[big]) - 0.5) < 0.03  # Thresholdout reports ~chance
     assert np.mean(c.thresholdout[big]) < np.mean(c.standard_holdout[big]) - 0.08
     assert 0.005 < c.over_threshold / c.queries < 0.08  # ≈ 2% of queries cross (paper)
+
+
+def _spying_query(holdout: Any, rng: np.random.Generator) -> float:
+    # A vectorised query that gives every record the value "is the secret record present?":
+    # not a statistical query. n_h = 50, Δ = 1/50, σ = 0.5, budget 1 → ε = 2Δ/σ = 0.08.
+    t = Thresholdout(np.zeros(50), holdout, threshold=0.25, sigma=0.5, budget=1, rng=rng)
+    return t.query(lambda R: np.full(len(R), float(np.any(R == 1.0))), vectorized=True)
+
+
+def test_vectorized_query_cannot_see_other_holdout_records() -> None:
+    # Regression: the whole holdout was passed to a vectorised query, so one record could move
+    # every value (sensitivity 1 instead of 1/50) and the audit found ε_LB far above 0.08.
+    d1 = np.zeros(50)
+    d1[7] = 1.0
+    t = Thresholdout(np.zeros(50), d1, threshold=0.25, sigma=0.5, budget=1, rng=0)
+    assert t.epsilon < 0.081
+    res = epsilon_lower_bound(_spying_query, np.zeros(50), d1, trials=1000, rng=0)
+    assert res.epsilon <= t.epsilon
+
+
+def test_failures_on_holdout_records_are_not_revealed() -> None:
+    # Regression: a query that raised (or gave NaN) on one holdout record raised DataError,
+    # revealing that record for free. Now such a record counts as the middle of the bounds.
+    d1 = np.zeros(10)
+    d1[3] = 1.0
+    for bad in (lambda r: 1 / 0 if r == 1.0 else 0.0, lambda r: float("nan") if r else 0.0):
+        t = Thresholdout(np.zeros(10), d1, threshold=0.3, sigma=1e-3, budget=5, rng=0)
+        assert t.query(bad) == 0.0  # gap 0.05 < T: the training answer, no error
+    t = Thresholdout(np.zeros(10), d1, threshold=0.3, sigma=1e-3, budget=5, rng=0)
+    vec = t.query_many(lambda R: np.column_stack([R, 1 / (1 - R)]) if np.all(R < 1) else 1 / 0)
+    assert np.array_equal(vec, [0.0, 1.0])

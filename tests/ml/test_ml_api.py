@@ -27,7 +27,7 @@ def _all(**extra: Any) -> list[tuple[Any, Any]]:
          Y_REG),
         (LogisticRegression(epsilon=1.0, data_norm=2.0, classes=[0, 1], **extra), Y_CLS),
         (LogisticRegression(epsilon=1.0, delta=1e-6, data_norm=2.0, classes=[0, 1],
-                            method="dpsgd", epochs=2, **extra), Y_CLS),
+                            method="dpsgd", epochs=2, n_samples=200, **extra), Y_CLS),
         (GaussianNB(epsilon=1.0, bounds=(-1, 1), classes=[0, 1], **extra), Y_CLS),
         (StandardScaler(epsilon=1.0, bounds=(-1, 1), **extra), None),
         (PCA(epsilon=1.0, delta=1e-6, data_norm=2.0, **extra), None),
@@ -209,3 +209,40 @@ def test_dpsgd_plan_meets_its_target_with_dpkits_accountant() -> None:
     assert epsilon_of(plan.event, delta=1e-5, method="rdp") <= 1.0 + 1e-9
     assert dpsgd_epsilon(plan.noise_multiplier, 0.05, 200, 1e-5, method="rdp") <= 1.0 + 1e-9
     assert plan.sigma >= plan.noise_multiplier * plan.clip_norm
+
+
+def test_dpsgd_mechanism_does_not_depend_on_the_private_n() -> None:
+    # Regression: q = batch/n and steps = epochs·n/batch were read from the data, so the
+    # mechanism charged (and run) differed between add/remove neighbours. Now they come from
+    # the declared public n_samples, and the fit refuses to run without it (charging nothing).
+    def est(**kw: Any) -> LogisticRegression:
+        return LogisticRegression(
+            epsilon=1.0, delta=1e-6, data_norm=2.0, classes=[0, 1], method="dpsgd", epochs=1,
+            batch_size=20, rng=0, **kw,
+        )  # fmt: skip
+
+    small = est(n_samples=200).fit(X[:100], Y_CLS[:100])
+    large = est(n_samples=200).fit(X[:101], Y_CLS[:101])
+    assert small.event_ == large.event_
+    acct = Accountant(ApproxDP(epsilon=5.0, delta=1e-5))
+    with pytest.raises(PrivacyParameterError, match="n_samples"):
+        est(accountant=acct).fit(X, Y_CLS)
+    with pytest.raises(PrivacyParameterError):  # was a bare ValueError, after charging
+        est(n_samples=200, learning_rate="fast", accountant=acct).fit(X, Y_CLS)
+    assert not acct.ledger
+
+
+def test_bad_hyper_parameters_are_refused_before_charging() -> None:
+    # Regression: GaussianNB read var_smoothing after charging (a bare ValueError for "abc"),
+    # and LinearRegression's rho="abc" was a bare ValueError.
+    acct = Accountant(ApproxDP(epsilon=5.0, delta=1e-5))
+    for bad in ("abc", -1.0, float("nan")):
+        nb = GaussianNB(epsilon=1.0, bounds=(-1, 1), classes=[0, 1], var_smoothing=bad,
+                        accountant=acct)  # fmt: skip
+        with pytest.raises(PrivacyParameterError):
+            nb.fit(X, Y_CLS)
+        lr = LinearRegression(epsilon=1.0, delta=1e-6, data_norm=2.0, bounds_y=(-3, 3), rho=bad,
+                              accountant=acct)  # fmt: skip
+        with pytest.raises(PrivacyParameterError):
+            lr.fit(X, Y_REG)
+    assert not acct.ledger

@@ -102,11 +102,11 @@ def test_audit_does_not_refute_claim(name: str, make: Any, out: Any, pair: Any,
 
 
 def test_audit_dpsgd() -> None:
-    # 4 records and batch_size 64: q = 1, one step per epoch; 2 epochs composed
+    # public size 4 and batch_size 64: q = 1, one step per epoch; 2 epochs composed
     def make(g: np.random.Generator) -> Any:
         return LogisticRegression(
             epsilon=EPS, delta=1e-6, data_norm=1.0, classes=[0, 1], method="dpsgd", epochs=2,
-            fit_intercept=False, rng=g,
+            n_samples=4, fit_intercept=False, rng=g,
         )  # fmt: skip
 
     d0, d1 = _pair(1, [0, 1, 0])

@@ -161,16 +161,43 @@ class Thresholdout:
             raise DataError(f"the query failed on a record ({type(exc).__name__}).") from None
         return vals
 
+    def _holdout_values(self, query: Query, vectorized: bool, shape: tuple[int, ...]) -> FloatArray:
+        """Per-record values on the holdout, each computed from its record alone, never failing.
+
+        A statistical query is the mean of a function of *one* record; a vectorised query given
+        all holdout records at once could make every value depend on every record (sensitivity
+        far above Δ), and an error or a NaN raised by one holdout record would tell the analyst
+        about that record for free. So the query sees one holdout record at a time, and a record
+        on which it fails, or gives a non-finite value or the wrong shape, counts as the middle
+        of ``bounds`` (still within the bounds: the sensitivity is unchanged).
+        """
+        lo, hi = self._bounds
+        default = np.full(shape, (lo + hi) / 2)
+        out = np.empty((self._holdout.shape[0], *shape))
+        for i in range(self._holdout.shape[0]):
+            try:
+                raw = query(self._holdout[i : i + 1]) if vectorized else query(self._holdout[i])
+                v = np.asarray(raw, dtype=np.float64)
+                if vectorized:
+                    v = v.reshape((1, *shape))[0] if v.size == default.size else default
+                if v.shape != shape or not np.all(np.isfinite(v)):
+                    v = default
+            except Exception:  # any failure on a private record is hidden
+                v = default
+            out[i] = v
+        return out
+
     def _means(self, query: Query, vectorized: bool) -> tuple[FloatArray, FloatArray]:
         lo, hi = self._bounds
-        out = []
-        for data in (self._train, self._holdout):
-            vals = self._values(query, data, vectorized)
-            if vals.ndim == 0 or vals.shape[0] != data.shape[0]:
-                raise DataError("a query must give one value (or one row of values) per record.")
-            clipped = np.clip(vals, lo, hi)
-            out.append(clipped.mean(axis=0) if data.shape[0] else np.zeros(vals.shape[1:]))
-        return np.atleast_1d(out[0]), np.atleast_1d(out[1])
+        # The training set is the analyst's own: errors there are reported as they are, and
+        # it fixes the shape of one record's value.
+        vals = self._values(query, self._train, vectorized)
+        if vals.ndim == 0 or vals.shape[0] != self._train.shape[0]:
+            raise DataError("a query must give one value (or one row of values) per record.")
+        shape = vals.shape[1:]
+        train_mean = np.clip(vals, lo, hi).mean(axis=0) if vals.shape[0] else np.zeros(shape)
+        holdout_vals = np.clip(self._holdout_values(query, vectorized, shape), lo, hi)
+        return np.atleast_1d(train_mean), np.atleast_1d(holdout_vals.mean(axis=0))
 
     def _answer(self, train_mean: FloatArray, holdout_mean: FloatArray) -> FloatArray:
         k = train_mean.size
@@ -201,7 +228,11 @@ class Thresholdout:
         ----------
         query : callable
             ``query(record) -> number``; or, with ``vectorized=True``, ``query(records) ->``
-            one value per record (a vector). Values are clipped to ``bounds``.
+            one value per record (a vector). Values are clipped to ``bounds``. On the holdout
+            the query is applied to one record at a time (a vectorised query gets one-row
+            arrays), so each value depends on its own record only; a holdout record on which it
+            raises, or gives a non-finite value, counts as the middle of ``bounds`` (no error
+            may reveal a holdout record). Errors on the training set are raised as usual.
 
         Raises
         ------

@@ -116,7 +116,10 @@ class LinearRegression(RegressorMixin, PrivateEstimator):  # type: ignore[misc]
         eps, dlt = check_privacy(self.epsilon, self.delta, needs_delta=True)
         norm = check_norm(self.data_norm, "data_norm")
         lo, hi = check_interval(self.bounds_y, "bounds_y")
-        rho = float(self.rho)
+        try:
+            rho = float(self.rho)
+        except (TypeError, ValueError):
+            rho = math.nan
         if not 0 < rho < 1:
             from dpkit.errors import PrivacyParameterError
 

@@ -9,6 +9,7 @@ import numpy as np
 from sklearn.base import ClassifierMixin  # type: ignore[import-untyped]
 from sklearn.utils.validation import check_is_fitted  # type: ignore[import-untyped]
 
+from dpkit._checks import check_positive
 from dpkit.accounting import Event, PureDPEvent
 from dpkit.errors import PrivacyParameterError
 from dpkit.ml._base import (
@@ -92,8 +93,11 @@ class LogisticRegression(ClassifierMixin, PrivateEstimator):  # type: ignore[mis
     2011; Kifer, Smith & Thakurta 2012) — a random linear term is added to the regularised
     objective, which is then minimised exactly (Newton's method). ε-DP.
     ``method="dpsgd"``: noisy gradient descent, DP-SGD (Abadi et al. 2016) with Poisson
-    subsampling, per-record clipping and exact Gaussian noise; (ε, δ)-DP. DP-SGD sets its
-    sampling rate from ``batch_size / n``, so like every DP-SGD it treats n as public.
+    subsampling, per-record clipping and exact Gaussian noise; (ε, δ)-DP. Its sampling rate
+    ``batch_size / n_samples`` and number of steps ``epochs · n_samples / batch_size`` come from
+    ``n_samples``, a *public* dataset size the user declares (required for DP-SGD): under
+    add/remove neighbours the number of records is private, and reading it would make the
+    mechanism (its q, its number of steps, its step size) depend on the data.
 
     Seed 003 ("Differential Privacy and Machine Learning"): "learning with differential privacy
     is, in practice, a form of regularization".
@@ -118,8 +122,14 @@ class LogisticRegression(ClassifierMixin, PrivateEstimator):  # type: ignore[mis
     method : {"objective", "dpsgd"}
     fit_intercept : bool
         Learn an intercept (through a constant feature equal to ``data_norm``).
+    n_samples : int
+        DP-SGD only, required: a public (declared, not measured) size of the training set,
+        e.g. the planned or approximate size; it sets q = batch_size / n_samples, the number
+        of steps and the gradient scaling. It need not equal the true n — privacy holds
+        whatever n is; accuracy is best when it is close.
     epochs, batch_size, learning_rate, clip_norm : DP-SGD settings
-        ``steps = epochs · n / batch_size``; ``clip_norm`` defaults to the augmented data norm.
+        ``steps = epochs · n_samples / batch_size``; ``clip_norm`` defaults to the augmented
+        data norm.
     accounting : {"rdp", "pld", "auto"}
         How DP-SGD's noise is calibrated (see :func:`dpkit.ml.dpsgd_plan`).
     accountant, rng :
@@ -164,6 +174,7 @@ class LogisticRegression(ClassifierMixin, PrivateEstimator):  # type: ignore[mis
         learning_rate: float = 1.0,
         clip_norm: float | None = None,
         accounting: str = "rdp",
+        n_samples: int | None = None,
         accountant: Any = None,
         rng: RNGLike = None,
     ) -> None:
@@ -179,6 +190,7 @@ class LogisticRegression(ClassifierMixin, PrivateEstimator):  # type: ignore[mis
         self.learning_rate = learning_rate
         self.clip_norm = clip_norm
         self.accounting = accounting
+        self.n_samples = n_samples
         self.accountant = accountant
         self.rng = rng
 
@@ -191,6 +203,17 @@ class LogisticRegression(ClassifierMixin, PrivateEstimator):  # type: ignore[mis
         norm = check_norm(self.data_norm, "data_norm")
         classes = check_classes(self.classes)
         ridge = 1.0 / check_norm(self.C, "C")
+        if dpsgd:
+            if self.n_samples is None:
+                raise PrivacyParameterError(
+                    "n_samples is required for method='dpsgd': DP-SGD's sampling rate "
+                    "batch_size/n_samples and its number of steps must not depend on the "
+                    "private number of records; declare a public (approximate) size."
+                )
+            n = check_int(self.n_samples, "n_samples")
+            batch = check_int(self.batch_size, "batch_size")
+            epochs = check_int(self.epochs, "epochs")
+            rate = check_positive(self.learning_rate, "learning_rate")
         Xc, yc = check_xy(self, X, y)
         labels = encode_labels(yc, classes)
         Z = clip_rows(Xc, norm)
@@ -212,11 +235,8 @@ class LogisticRegression(ClassifierMixin, PrivateEstimator):  # type: ignore[mis
                 weights.append(_newton(Z, np.where(t, 1.0, -1.0), lam, b))
             self.coef_noise_ = d * radius / (eps_b * lam)
         else:
-            n = Xc.shape[0]
-            batch = check_int(self.batch_size, "batch_size")
-            epochs = check_int(self.epochs, "epochs")
             clip = radius if self.clip_norm is None else check_norm(self.clip_norm, "clip_norm")
-            q = min(1.0, batch / max(n, 1))
+            q = min(1.0, batch / n)
             steps = max(1, round(epochs / q))
             plan = dpsgd_plan(
                 epsilon=eps / k,
@@ -232,8 +252,7 @@ class LogisticRegression(ClassifierMixin, PrivateEstimator):  # type: ignore[mis
             for t in targets:
                 w = run_dpsgd(
                     Z, t.astype(np.float64), loss="logistic", plan=plan,
-                    learning_rate=float(self.learning_rate), l2=ridge / max(n, 1),
-                    n_scale=float(max(n, 1)), gen=gen,
+                    learning_rate=rate, l2=ridge / n, n_scale=float(n), gen=gen,
                 )  # fmt: skip
                 weights.append(w)
             self.coef_noise_ = plan.sigma

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -9,6 +10,7 @@ from scipy.special import logsumexp
 from sklearn.base import ClassifierMixin  # type: ignore[import-untyped]
 from sklearn.utils.validation import check_is_fitted  # type: ignore[import-untyped]
 
+from dpkit.errors import PrivacyParameterError
 from dpkit.ml._base import (
     FloatArray,
     PrivateEstimator,
@@ -24,6 +26,17 @@ from dpkit.ml._moments import group_moments_plan
 from dpkit.random import RNGLike
 
 __all__ = ["GaussianNB"]
+
+
+def _check_smoothing(value: object) -> float:
+    """``var_smoothing``: a finite number ≥ 0 (checked before anything is charged)."""
+    try:
+        out = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise PrivacyParameterError("var_smoothing must be a number >= 0.") from None
+    if not math.isfinite(out) or out < 0:
+        raise PrivacyParameterError("var_smoothing must be a finite number >= 0.")
+    return out
 
 
 class GaussianNB(ClassifierMixin, PrivateEstimator):  # type: ignore[misc]
@@ -93,6 +106,7 @@ class GaussianNB(ClassifierMixin, PrivateEstimator):  # type: ignore[misc]
         """Fit privately; charges the accountant once. Returns ``self``."""
         eps, _ = check_privacy(self.epsilon, None, needs_delta=False)
         classes = check_classes(self.classes)
+        smoothing = _check_smoothing(self.var_smoothing)
         Xc, yc = check_xy(self, X, y)
         low, high = check_box(self.bounds, "bounds", Xc.shape[1])
         groups = encode_labels(yc, classes)
@@ -112,7 +126,7 @@ class GaussianNB(ClassifierMixin, PrivateEstimator):  # type: ignore[misc]
         # but never above (h/2)², so that at small ε the features keep some weight.
         noise_floor = np.sqrt(2.0) * plan.squares.scale / n if plan.squares else 0.0
         noise_floor = np.minimum(noise_floor, 0.25 * half**2)
-        floor = np.maximum(noise_floor, float(self.var_smoothing) * float(np.max(half) ** 2))
+        floor = np.maximum(noise_floor, smoothing * float(np.max(half) ** 2))
         self.theta_ = centred_mean + (low + high) / 2
         self.var_ = np.clip(var, np.maximum(floor, 1e-300), np.maximum(half**2, floor))
         self.class_count_ = np.maximum(counts, 0.0)
