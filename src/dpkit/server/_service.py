@@ -24,7 +24,7 @@ from dpkit.server._schema import DatasetSchema, Table, check_name, dummy_table
 
 __all__ = ["AuthError", "Curator", "ForbiddenError", "NotFoundError", "QueryFailedError"]
 
-_IDEM = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
+_IDEM = re.compile(r"[A-Za-z0-9_.:-]{1,100}")
 _TOP = {"dataset", "query", "dry_run", "dummy", "idempotency_key"}
 
 
@@ -92,8 +92,13 @@ class Curator:
         """Migrate the ledger, install the admin key, register configured datasets, load all."""
         self.ledger.migrate()
         h = self.config.admin_key_hash
-        if h is not None and self.ledger.principal("admin") is None:
-            self.ledger.add_principal("admin", "admin", "admin", h)
+        if h is not None:
+            # The configured hash is the admin's key: a new one replaces (revokes) the stored one.
+            stored = self.ledger.principal("admin")
+            if stored is None:
+                self.ledger.add_principal("admin", "admin", "admin", h)
+            elif stored[3] != h:
+                self.ledger.set_key_hash("admin", h)
         for spec in self.config.datasets:
             name = spec.get("name")
             if not (self.config.data_dir / str(name) / "schema.json").exists():
@@ -162,7 +167,7 @@ class Curator:
         if not isinstance(dry, bool) or not isinstance(dummy, bool):
             raise DataError("dry_run and dummy must be true or false.")
         idem = body.get("idempotency_key", idem_header)
-        if idem is not None and (not isinstance(idem, str) or not _IDEM.match(idem)):
+        if idem is not None and (not isinstance(idem, str) or not _IDEM.fullmatch(idem)):
             raise DataError("an idempotency key is 1 to 100 of A-Z a-z 0-9 _ . : -")
         schema = self.schema(body.get("dataset"))
         params = {k: v for k, v in body.items() if k not in _TOP}
