@@ -57,3 +57,55 @@ def test_keys_and_idempotency_keys_with_a_trailing_newline_are_refused(tmp_path:
     body = {"dataset": "none", "query": "count", "epsilon": 1.0, "idempotency_key": "k1\n"}
     with pytest.raises(DataError, match="idempotency key"):
         cur.query(who, body)
+
+
+def test_a_refund_takes_the_row_locks_in_the_order_charges_do(pg_db: str) -> None:
+    # A charge locks the dataset row, then the budget row. A refund that updated the budget row
+    # first could deadlock with a concurrent charge; PostgreSQL then aborts one of them (the
+    # refund is lost and the query ends in an internal error). Here a transaction holding the
+    # dataset row (as a charge does) asks for the budget row while a refund is under way.
+    import threading
+    import time
+
+    import psycopg
+
+    from dpkit.server import Ledger
+
+    led = Ledger(pg_db)
+    led.migrate()
+    led.add_principal("a1", "alice", "analyst", "sha256:x")
+    led.add_dataset("survey", {"name": "survey"}, 1.0, 1e-6)
+    led.set_budget("a1", "survey", 1.0, 1e-6)
+    cid = led.reserve("a1", "survey", {"query": "count"}, 0.25, 0.0).id
+    errors: list[BaseException] = []
+
+    def refund() -> None:
+        try:
+            led.fail(cid, refund=True)
+        except BaseException as exc:  # collected for the assertion below
+            errors.append(exc)
+        finally:
+            led.close()
+
+    with psycopg.connect(pg_db, autocommit=True) as charge:
+        charge.execute("SET lock_timeout = '20s'")
+        charge.execute("BEGIN")
+        charge.execute("SELECT * FROM datasets WHERE name = 'survey' FOR UPDATE")
+        t = threading.Thread(target=refund)
+        t.start()
+        time.sleep(0.5)  # the refund is now waiting for a row lock
+        try:
+            charge.execute(
+                "SELECT * FROM budgets WHERE analyst = 'a1' AND dataset = 'survey' FOR UPDATE"
+            )
+            charge.execute("COMMIT")
+        except psycopg.Error as exc:
+            errors.append(exc)
+            charge.execute("ROLLBACK")
+        t.join(timeout=30)
+    assert not t.is_alive()
+    assert errors == []
+    assert led.budgets("a1")[0]["spent_epsilon"] == 0.0
+    charge_row = led.charge(cid)
+    assert charge_row is not None and charge_row.status == "refunded"
+    led.close()

@@ -444,14 +444,15 @@ class Ledger(AuditQueries):
                 (status, time.time(), cid),
             )
             if refund:
+                # Dataset row first, then budget row: the lock order of a charge (no deadlock).
+                conn.execute(
+                    self._sql("UPDATE datasets SET spent_epsilon = spent_epsilon - ?, "
+                              "spent_delta = spent_delta - ? WHERE name = ?"), (eu, du, d),
+                )  # fmt: skip
                 conn.execute(
                     self._sql("UPDATE budgets SET spent_epsilon = spent_epsilon - ?, "
                               "spent_delta = spent_delta - ? WHERE analyst = ? AND dataset = ?"),
                     (eu, du, a, d),
-                )  # fmt: skip
-                conn.execute(
-                    self._sql("UPDATE datasets SET spent_epsilon = spent_epsilon - ?, "
-                              "spent_delta = spent_delta - ? WHERE name = ?"), (eu, du, d),
                 )  # fmt: skip
 
     def charge(self, cid: str) -> Charge | None:
