@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -109,3 +110,25 @@ def test_a_refund_takes_the_row_locks_in_the_order_charges_do(pg_db: str) -> Non
     charge_row = led.charge(cid)
     assert charge_row is not None and charge_row.status == "refunded"
     led.close()
+
+
+def test_a_lone_surrogate_in_a_request_does_not_stop_the_audit_log(make_server: Any) -> None:
+    # JSON may carry "\ud800", which no database can store as text. The request audit row of
+    # such a request used to fail its batch and kill the audit thread: the rows of that batch
+    # (other requests' too) were lost and later requests were no longer audited on their own.
+    import sqlite3
+    import time
+
+    srv = make_server()
+    aid, key = srv.analyst("mallory", 10.0)
+    h = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    bad = '{"dataset": "\\ud800", "query": "count", "epsilon": 0.1}'
+    assert srv.http.post("/v1/query", content=bad, headers=h).status_code == 400
+    time.sleep(1.0)  # the audit writer flushes every 0.2 s
+    assert srv.http.get("/v1/noop?after=1", headers=h).status_code == 200
+    time.sleep(1.0)
+    # Read the ledger file directly: the admin's audit endpoint would flush the queue itself.
+    with sqlite3.connect(srv.ledger) as conn:
+        paths = [r[0] for r in conn.execute(
+            "SELECT path FROM audit WHERE kind = 'request' AND principal = ?", (aid,))]  # fmt: skip
+    assert "/v1/query" in paths and "/v1/noop" in paths

@@ -50,6 +50,14 @@ _STATUS: tuple[tuple[type[BaseException], int], ...] = (
 )
 
 
+def _text(value: object, limit: int) -> str | None:
+    """An audit field: at most ``limit`` characters that any database can store (JSON strings may
+    carry lone surrogates, which are not valid UTF-8)."""
+    if value is None:
+        return None
+    return str(value)[:limit].encode("utf-8", "replace").decode("utf-8")
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError("NaN and Infinity are not JSON numbers")
 
@@ -78,9 +86,10 @@ class _AuditMiddleware:
             w = self.writer()
             if w is not None:
                 st = scope.get("state", {})
-                path = str(scope.get("path", ""))[:200]
-                row = (time.time(), st.get("principal"), scope.get("method"), path)
-                w.add((*row, st.get("dataset"), st.get("query"), status[0], st.get("outcome")))
+                path = _text(scope.get("path", ""), 200)
+                row = (time.time(), st.get("principal"), _text(scope.get("method"), 16), path)
+                w.add((*row, _text(st.get("dataset"), 64), _text(st.get("query"), 32), status[0],
+                       _text(st.get("outcome"), 100)))  # fmt: skip
 
 
 def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> Any:
