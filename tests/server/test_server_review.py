@@ -132,3 +132,28 @@ def test_a_lone_surrogate_in_a_request_does_not_stop_the_audit_log(make_server: 
         paths = [r[0] for r in conn.execute(
             "SELECT path FROM audit WHERE kind = 'request' AND principal = ?", (aid,))]  # fmt: skip
     assert "/v1/query" in paths and "/v1/noop" in paths
+
+
+def test_the_pricing_probe_never_hands_out_a_seeded_generator() -> None:
+    # The probe charges a (probe) accountant like a real release; with a seed it was a charged
+    # release with insecure noise on every query and dry run (InsecureRandomnessWarning).
+    import dpkit.stats as st
+    from dpkit.server import QueryRegistry
+    from dpkit.server._registry import Answer, Meter, Prepared
+    from dpkit.server._schema import DatasetSchema, dummy_table
+
+    seen: list[object] = []
+
+    def prepare(params: Any, schema: DatasetSchema) -> Prepared:
+        def compute(t: Any, rng: Any, meter: Meter) -> Answer:
+            seen.append(rng)
+            x = t.columns["x"]
+            return Answer(st.count(x, epsilon=1.0, accountant=meter, rng=rng).value)
+
+        return Prepared("count", 1.0, 0.0, compute)
+
+    reg = QueryRegistry()
+    reg.register("count", prepare)
+    schema = DatasetSchema.from_dict({"name": "t", "columns": [{"name": "x", "bounds": [0, 1]}]})
+    reg.prepare("count", {}, schema, dummy_table(schema, 10))
+    assert seen == [None]

@@ -129,7 +129,9 @@ class QueryRegistry:
             raise PrivacyParameterError("the query's price must have finite ε > 0, δ in [0, 1).")
         probe = Meter(eps, dlt, probe=True)
         try:
-            prepared.compute(dummy, 0, probe)
+            # rng=None: the probe stops at the charge, before any generator is made; a seed here
+            # would make every priced query a "charged release with insecure noise".
+            prepared.compute(dummy, None, probe)
         except _Priced:
             return prepared
         except BudgetExceededError as exc:
