@@ -157,3 +157,22 @@ def test_the_pricing_probe_never_hands_out_a_seeded_generator() -> None:
     schema = DatasetSchema.from_dict({"name": "t", "columns": [{"name": "x", "bounds": [0, 1]}]})
     reg.prepare("count", {}, schema, dummy_table(schema, 10))
     assert seen == [None]
+
+
+@pytest.mark.parametrize("total", [1e8, 1e300])
+def test_a_total_budget_too_large_to_store_is_refused_before_the_data_are(
+    tmp_path: Path, total: float
+) -> None:
+    # It used to reach the database as an integer beyond 64 bits (a bare OverflowError, HTTP 500)
+    # after the cleaned data had been written.
+    (tmp_path / "imp").mkdir()
+    (tmp_path / "imp" / "t.csv").write_text("x\n1\n0\n")
+    cfg = ServerConfig(ledger=str(tmp_path / "l.db"), data_dir=tmp_path / "data",
+                       import_dir=tmp_path / "imp")  # fmt: skip
+    cur = Curator(cfg)
+    cur.start()
+    spec = {"name": "t", "source": "t.csv", "total_epsilon": total,
+            "columns": [{"name": "x", "bounds": [0, 1]}]}  # fmt: skip
+    with pytest.raises(DataError, match="total_epsilon"):
+        cur.register_dataset(spec)
+    assert not (tmp_path / "data" / "t").exists() and cur.ledger.datasets() == []

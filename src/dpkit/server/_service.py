@@ -138,8 +138,10 @@ class Curator:
         schema = DatasetSchema.from_dict(spec)
         eps = _number(spec.get("total_epsilon"), "total_epsilon")
         dlt = _number(spec.get("total_delta", 0.0), "total_delta")
-        if eps <= 0 or not 0 <= dlt < 1:
-            raise DataError("total_epsilon must be > 0 and total_delta in [0, 1).")
+        # The cap is the one on analysts' budgets: amounts are stored as 64-bit integers of
+        # 1e-12 units, so a larger total would fail in the database (after the data were stored).
+        if not 0 < eps < 1e6 or not 0 <= dlt < 1:
+            raise DataError("total_epsilon must be in (0, 1e6) and total_delta in [0, 1).")
         path = resolve_source(self.config.import_dir, spec.get("source"))
         table = read_source(path, schema)
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
