@@ -176,3 +176,41 @@ def test_a_total_budget_too_large_to_store_is_refused_before_the_data_are(
     with pytest.raises(DataError, match="total_epsilon"):
         cur.register_dataset(spec)
     assert not (tmp_path / "data" / "t").exists() and cur.ledger.datasets() == []
+
+
+def test_an_analysts_leaked_key_can_be_replaced(server: Any) -> None:
+    # There was no way to revoke an analyst's key: whoever held a leaked key could spend the
+    # analyst's budget and read their answers for good.
+    aid, old = server.analyst("leaky", 1.0)
+    h_old = {"Authorization": f"Bearer {old}"}
+    link = server.http.post("/v1/dashboard/token", headers=h_old).json()["url"]
+    login = server.http.get(link, follow_redirects=False)
+    assert login.status_code == 303
+    session = login.cookies["dpkit_session"]
+    server.http.cookies.clear()
+    server.http.cookies.set("dpkit_session", session)
+    try:
+        assert server.http.get("/dashboard").status_code == 200  # the session works before
+    finally:
+        server.http.cookies.clear()
+    out = server.admin("POST", f"/v1/admin/analysts/{aid}/key")
+    assert out["id"] == aid and out["key"] != old
+    assert server.http.get("/v1/me", headers=h_old).status_code == 401
+    me = server.http.get("/v1/me", headers={"Authorization": f"Bearer {out['key']}"})
+    assert me.status_code == 200 and me.json()["id"] == aid
+    server.http.cookies.set("dpkit_session", session)
+    try:
+        assert server.http.get("/dashboard").status_code == 401
+    finally:
+        server.http.cookies.clear()
+    # Only the admin may do it, and only for an analyst.
+    r = server.http.post(f"/v1/admin/analysts/{aid}/key", headers=h_old)
+    assert r.status_code == 401
+    r = server.http.post(
+        f"/v1/admin/analysts/{aid}/key", headers={"Authorization": f"Bearer {out['key']}"}
+    )
+    assert r.status_code == 403
+    r = server.http.post(
+        "/v1/admin/analysts/admin/key", headers={"Authorization": f"Bearer {server.admin_key}"}
+    )
+    assert r.status_code == 404

@@ -259,6 +259,16 @@ def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> A
             raise DataError('send {"name": "..."}.')
         return await run_in_threadpool(curator.add_analyst, b["name"])
 
+    @app.post("/v1/admin/analysts/{pid}/key", summary="Replace an analyst's key (shown once)")
+    async def rotate_key(request: Request, pid: str) -> Any:
+        admin(await who(request))
+        out = await run_in_threadpool(curator.new_analyst_key, pid)
+        for sid in [s for s, (p, _) in sessions.items() if p.id == out["id"]]:
+            sessions.pop(sid, None)  # the old key's dashboard sessions end with it
+        for tok in [t for t, (p, _) in tokens.items() if p.id == out["id"]]:
+            tokens.pop(tok, None)
+        return out
+
     @app.get("/v1/admin/analysts", summary="Every principal")
     async def analysts(request: Request) -> Any:
         admin(await who(request))

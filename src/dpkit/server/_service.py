@@ -129,6 +129,15 @@ class Curator:
         self.ledger.add_principal(pid, str(name), "analyst", h)
         return {"id": pid, "name": str(name), "key": key}
 
+    def new_analyst_key(self, pid: object) -> dict[str, str]:
+        """Replace an analyst's key (e.g. after a leak): the old key stops working at once."""
+        row = self.ledger.principal(pid) if isinstance(pid, str) else None
+        if row is None or row[2] != "analyst":
+            raise NotFoundError("no analyst with that id.")
+        _, key, h = new_key(row[0])
+        self.ledger.set_key_hash(row[0], h)
+        return {"id": row[0], "name": row[1], "key": key}
+
     # -- datasets -------------------------------------------------------------------------------
     def register_dataset(self, spec: Mapping[str, Any]) -> dict[str, Any]:
         """Read, clean, store and register a dataset from the import directory (admin only)."""
