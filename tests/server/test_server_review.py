@@ -214,3 +214,22 @@ def test_an_analysts_leaked_key_can_be_replaced(server: Any) -> None:
         "/v1/admin/analysts/admin/key", headers={"Authorization": f"Bearer {server.admin_key}"}
     )
     assert r.status_code == 404
+
+
+def test_dashboard_pages_are_not_cached_framed_or_scripted(server: Any) -> None:
+    _, key = server.analyst("framed", 1.0)
+    link = server.http.post(
+        "/v1/dashboard/token", headers={"Authorization": f"Bearer {key}"}
+    ).json()["url"]
+    try:
+        login = server.http.get(link, follow_redirects=False)
+        page = server.http.get("/dashboard")
+    finally:
+        server.http.cookies.clear()
+    assert page.status_code == 200 and "framed" in page.text
+    for r in (login, page):
+        assert r.headers["cache-control"] == "no-store"
+        assert r.headers["x-frame-options"] == "DENY"
+        assert r.headers["referrer-policy"] == "no-referrer"
+        csp = r.headers["content-security-policy"]
+        assert "default-src 'none'" in csp and "frame-ancestors 'none'" in csp

@@ -50,6 +50,19 @@ _STATUS: tuple[tuple[type[BaseException], int], ...] = (
 )
 
 
+# The dashboard shows private answers: not kept in caches, not framed by other sites, no script
+# or outside resource at all (the page needs only inline styles and SVG), and the one-time login
+# link not sent on as a Referer.
+_PAGE_HEADERS = {
+    "Cache-Control": "no-store",
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
+    "frame-ancestors 'none'; form-action 'none'; base-uri 'none'",
+    "Referrer-Policy": "no-referrer",
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+}
+
+
 def _text(value: object, limit: int) -> str | None:
     """An audit field: at most ``limit`` characters that any database can store (JSON strings may
     carry lone surrogates, which are not valid UTF-8)."""
@@ -339,7 +352,7 @@ def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> A
             raise AuthError("this dashboard link is invalid or expired; ask for a new one.")
         sid = secrets.token_urlsafe(24)
         sessions[sid] = (entry[0], time.time() + 8 * 3600)
-        resp = RedirectResponse("/dashboard", status_code=303)
+        resp = RedirectResponse("/dashboard", status_code=303, headers=_PAGE_HEADERS)
         resp.set_cookie("dpkit_session", sid, httponly=True, samesite="strict")
         return resp
 
@@ -347,6 +360,6 @@ def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> A
     async def dashboard(request: Request) -> Any:
         p = await who(request, cookie=True)
         html = await run_in_threadpool(dashboard_page, curator, p)
-        return HTMLResponse(html)
+        return HTMLResponse(html, headers=_PAGE_HEADERS)
 
     return app
