@@ -233,3 +233,54 @@ def test_dashboard_pages_are_not_cached_framed_or_scripted(server: Any) -> None:
         assert r.headers["referrer-policy"] == "no-referrer"
         csp = r.headers["content-security-policy"]
         assert "default-src 'none'" in csp and "frame-ancestors 'none'" in csp
+
+
+def test_a_charge_failing_after_its_writes_is_rolled_back_alone_in_a_batch(tmp_path: Path) -> None:
+    # Group commit: jobs that arrive together share one transaction, each in a savepoint. A job
+    # that fails after writing must leave nothing, and the others of its batch must commit.
+    import sqlite3
+    import threading
+
+    from dpkit.server._group import GroupCommit
+
+    path = tmp_path / "g.db"
+    setup = sqlite3.connect(path, isolation_level=None)
+    setup.execute("CREATE TABLE t (v INTEGER)")
+    setup.close()
+    local = threading.local()
+
+    def conn() -> sqlite3.Connection:
+        if getattr(local, "c", None) is None:
+            local.c = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        c: sqlite3.Connection = local.c
+        return c
+
+    lock = threading.Lock()
+    group = GroupCommit(lock, conn)
+    errors: list[str] = []
+
+    def job(v: int) -> None:
+        def work(c: sqlite3.Connection) -> int:
+            c.execute("INSERT INTO t VALUES (?)", (v,))
+            if v % 3 == 0:
+                raise ValueError("fails after its insert")
+            return v
+
+        try:
+            assert group.run(work) == v
+        except ValueError as exc:
+            errors.append(str(exc))
+
+    lock.acquire()  # hold the writer so that the jobs queue up and run as one batch
+    threads = [threading.Thread(target=job, args=(v,)) for v in range(1, 10)]
+    for t in threads:
+        t.start()
+    while len(group._queue) < 9:  # wait until the nine jobs form one batch
+        threading.Event().wait(0.01)
+    lock.release()
+    for t in threads:
+        t.join()
+    check = sqlite3.connect(path)
+    stored = sorted(r[0] for r in check.execute("SELECT v FROM t"))
+    check.close()
+    assert stored == [1, 2, 4, 5, 7, 8] and len(errors) == 3
