@@ -284,3 +284,27 @@ def test_a_charge_failing_after_its_writes_is_rolled_back_alone_in_a_batch(tmp_p
     stored = sorted(r[0] for r in check.execute("SELECT v FROM t"))
     check.close()
     assert stored == [1, 2, 4, 5, 7, 8] and len(errors) == 3
+
+
+@pytest.mark.parametrize("column", ["when", "nested"])
+def test_a_parquet_column_of_the_wrong_kind_is_refused_clearly(tmp_path: Path, column: str) -> None:
+    # A list column reached a bare ValueError (HTTP 500); a date column was read as nanoseconds.
+    import datetime
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "imp").mkdir()
+    when = [datetime.datetime(2020, 1, 1), datetime.datetime(2021, 1, 1)]
+    pq.write_table(
+        pa.table({"when": pa.array(when), "nested": pa.array([[1], [2]])}),
+        tmp_path / "imp" / "t.parquet",
+    )
+    cfg = ServerConfig(ledger=str(tmp_path / "l.db"), data_dir=tmp_path / "data",
+                       import_dir=tmp_path / "imp")  # fmt: skip
+    cur = Curator(cfg)
+    cur.start()
+    spec = {"name": "t", "source": "t.parquet", "total_epsilon": 1.0,
+            "columns": [{"name": column, "bounds": [0, 1]}]}  # fmt: skip
+    with pytest.raises(DataError, match=f"column {column} is stored as"):
+        cur.register_dataset(spec)
