@@ -308,3 +308,40 @@ def test_a_parquet_column_of_the_wrong_kind_is_refused_clearly(tmp_path: Path, c
             "columns": [{"name": column, "bounds": [0, 1]}]}  # fmt: skip
     with pytest.raises(DataError, match=f"column {column} is stored as"):
         cur.register_dataset(spec)
+
+
+@pytest.mark.parametrize("query", ["count", "sum", "mean", "var", "corr", "histogram"])
+def test_an_epsilon_too_small_to_sample_is_refused_before_the_charge(
+    tmp_path: Path, query: str
+) -> None:
+    # ε = 2e-16 passed pricing, was charged, and then the exact sampler refused the noise scale:
+    # a refusal after charging ("it stays charged", HTTP 500) for a parameter known up front.
+    from dpkit.errors import PrivacyParameterError
+
+    (tmp_path / "imp").mkdir()
+    (tmp_path / "imp" / "t.csv").write_text(
+        "x,y\n" + "".join(f"{i % 10},{i % 7}\n" for i in range(50))
+    )
+    cfg = ServerConfig(ledger=str(tmp_path / "l.db"), data_dir=tmp_path / "data",
+                       import_dir=tmp_path / "imp")  # fmt: skip
+    cur = Curator(cfg)
+    cur.start()
+    cur.register_dataset({"name": "t", "source": "t.csv", "total_epsilon": 10.0,
+                          "columns": [{"name": "x", "bounds": [0, 10]},
+                                      {"name": "y", "bounds": [0, 10]}]})  # fmt: skip
+    a = cur.add_analyst("ann")
+    cur.ledger.set_budget(a["id"], "t", 10.0, 0.0)
+    who = cur.authenticate(a["key"])
+    body: dict[str, Any] = {"dataset": "t", "query": query, "epsilon": 2e-16}
+    if query == "corr":
+        body["columns"] = ["x", "y"]
+    elif query != "count":
+        body["column"] = "x"
+    for dry in (True, False):
+        with pytest.raises(PrivacyParameterError, match="at least 1e-12"):
+            cur.query(who, {**body, "dry_run": dry})
+    assert (
+        cur.ledger.charges(a["id"]) == [] and cur.ledger.budgets(a["id"])[0]["spent_epsilon"] == 0
+    )
+    out = cur.query(who, {**body, "epsilon": 1e-12})  # the smallest price is still answered
+    assert out["status"] == "released"
