@@ -50,6 +50,27 @@ _STATUS: tuple[tuple[type[BaseException], int], ...] = (
 )
 
 
+# The dashboard shows private answers: not kept in caches, not framed by other sites, no script
+# or outside resource at all (the page needs only inline styles and SVG), and the one-time login
+# link not sent on as a Referer.
+_PAGE_HEADERS = {
+    "Cache-Control": "no-store",
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
+    "frame-ancestors 'none'; form-action 'none'; base-uri 'none'",
+    "Referrer-Policy": "no-referrer",
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+}
+
+
+def _text(value: object, limit: int) -> str | None:
+    """An audit field: at most ``limit`` characters that any database can store (JSON strings may
+    carry lone surrogates, which are not valid UTF-8)."""
+    if value is None:
+        return None
+    return str(value)[:limit].encode("utf-8", "replace").decode("utf-8")
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError("NaN and Infinity are not JSON numbers")
 
@@ -78,9 +99,10 @@ class _AuditMiddleware:
             w = self.writer()
             if w is not None:
                 st = scope.get("state", {})
-                path = str(scope.get("path", ""))[:200]
-                row = (time.time(), st.get("principal"), scope.get("method"), path)
-                w.add((*row, st.get("dataset"), st.get("query"), status[0], st.get("outcome")))
+                path = _text(scope.get("path", ""), 200)
+                row = (time.time(), st.get("principal"), _text(scope.get("method"), 16), path)
+                w.add((*row, _text(st.get("dataset"), 64), _text(st.get("query"), 32), status[0],
+                       _text(st.get("outcome"), 100)))  # fmt: skip
 
 
 def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> Any:
@@ -250,6 +272,16 @@ def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> A
             raise DataError('send {"name": "..."}.')
         return await run_in_threadpool(curator.add_analyst, b["name"])
 
+    @app.post("/v1/admin/analysts/{pid}/key", summary="Replace an analyst's key (shown once)")
+    async def rotate_key(request: Request, pid: str) -> Any:
+        admin(await who(request))
+        out = await run_in_threadpool(curator.new_analyst_key, pid)
+        for sid in [s for s, (p, _) in sessions.items() if p.id == out["id"]]:
+            sessions.pop(sid, None)  # the old key's dashboard sessions end with it
+        for tok in [t for t, (p, _) in tokens.items() if p.id == out["id"]]:
+            tokens.pop(tok, None)
+        return out
+
     @app.get("/v1/admin/analysts", summary="Every principal")
     async def analysts(request: Request) -> Any:
         admin(await who(request))
@@ -320,7 +352,7 @@ def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> A
             raise AuthError("this dashboard link is invalid or expired; ask for a new one.")
         sid = secrets.token_urlsafe(24)
         sessions[sid] = (entry[0], time.time() + 8 * 3600)
-        resp = RedirectResponse("/dashboard", status_code=303)
+        resp = RedirectResponse("/dashboard", status_code=303, headers=_PAGE_HEADERS)
         resp.set_cookie("dpkit_session", sid, httponly=True, samesite="strict")
         return resp
 
@@ -328,6 +360,6 @@ def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> A
     async def dashboard(request: Request) -> Any:
         p = await who(request, cookie=True)
         html = await run_in_threadpool(dashboard_page, curator, p)
-        return HTMLResponse(html)
+        return HTMLResponse(html, headers=_PAGE_HEADERS)
 
     return app

@@ -9,6 +9,7 @@ never a charge's.
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 from typing import Any
@@ -45,8 +46,15 @@ class AuditWriter:
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
+            self._flush_safely()
+        self._flush_safely()
+
+    def _flush_safely(self) -> None:
+        # A failed write must not end the thread: later requests would go unaudited.
+        try:
             self.flush()
-        self.flush()
+        except Exception:
+            logging.getLogger("dpkit.server").exception("could not write audit rows")
 
     def close(self) -> None:
         """Flush and stop the writer."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 __all__ = ["Principal", "hash_key", "key_id", "new_key", "verify_key"]
 
-_KEY = re.compile(r"^dpk_([a-z0-9]{1,32})_([A-Za-z0-9_-]{20,100})$")
+_KEY = re.compile(r"dpk_([a-z0-9]{1,32})_([A-Za-z0-9_-]{20,100})")
 _DUMMY = "sha256:" + "0" * 64
 
 
@@ -51,7 +51,7 @@ def hash_key(key: str) -> str:
 
 def key_id(key: str) -> str | None:
     """The id part of a well-formed key, else ``None``."""
-    m = _KEY.match(key)
+    m = _KEY.fullmatch(key)  # not match+$: `$` passes a final newline
     return m.group(1) if m else None
 
 

@@ -46,7 +46,11 @@ class ServerConfig:
     dummy_rows: int = 1000
     datasets: tuple[dict[str, Any], ...] = field(default=())
     insecure_seed: int | None = None
-    """Seed every answer's noise (reproducible demos and tests only: NOT private in practice)."""
+    """Seed every answer's noise (reproducible demos and tests only: NOT private in practice).
+
+    Only settable in code (the demo, tests): :func:`load_config` refuses it, so a service started
+    with ``dpkit serve`` always draws secure noise. Seeded noise is predictable from the seed, and
+    the same sequence of noise starts over at every restart of the service."""
 
 
 def load_config(path: str | os.PathLike[str]) -> ServerConfig:
@@ -67,6 +71,12 @@ def load_config(path: str | os.PathLike[str]) -> ServerConfig:
     key_hash = s.get("admin_key_hash") or os.environ.get("DPKIT_ADMIN_KEY_HASH")
     if key_hash is not None and not (isinstance(key_hash, str) and key_hash.startswith("sha256:")):
         raise DataError("admin_key_hash must be 'sha256:<hex>' (see dpkit serve --new-admin-key).")
+    if "insecure_seed" in s:
+        raise DataError(
+            "insecure_seed is not accepted in a configuration file: seeded noise is predictable "
+            "(and repeats after every restart), so the answers would not be private. It exists "
+            "only for demonstrations built in code (ServerConfig(insecure_seed=...))."
+        )
     datasets = raw.get("datasets", [])
     if not isinstance(datasets, list):
         raise DataError("[[datasets]] must be an array of tables.")
@@ -80,5 +90,4 @@ def load_config(path: str | os.PathLike[str]) -> ServerConfig:
         max_body_bytes=int(s.get("max_body_bytes", 65536)),
         dummy_rows=int(s.get("dummy_rows", 1000)),
         datasets=tuple(datasets),
-        insecure_seed=None if s.get("insecure_seed") is None else int(s["insecure_seed"]),
     )

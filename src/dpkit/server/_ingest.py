@@ -69,6 +69,13 @@ def read_source(path: Path, schema: DatasetSchema) -> Table:
         arr = table.column(col.name)
         if col.type != "category" and pa.types.is_string(arr.type):
             arr = _parse_numbers(arr)
+        if col.type != "category" and not _numeric_type(pa, arr.type):
+            # Lists, structs, dates…: refused with a clear message, not a bare error (a date
+            # would otherwise become nanoseconds since 1970, clamped to the bounds).
+            raise DataError(
+                f"column {col.name} is stored as {arr.type} in the file; a numeric column must "
+                "hold numbers (or text that is parsed as numbers)."
+            )
         if col.type == "category":
             values: Any = arr.to_pylist()
         else:
@@ -78,6 +85,13 @@ def read_source(path: Path, schema: DatasetSchema) -> Table:
     if out.rows < MIN_ROWS:
         raise DataError(f"a dataset needs at least {MIN_ROWS} rows to be registered.")
     return out
+
+
+def _numeric_type(pa: Any, t: Any) -> bool:
+    return bool(
+        pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+        or pa.types.is_null(t) or pa.types.is_decimal(t)
+    )  # fmt: skip
 
 
 def _parse_numbers(arr: Any) -> Any:

@@ -187,6 +187,12 @@ class Ledger(AuditQueries):
                     raise DataError("a principal with that name already exists.") from exc
                 raise
 
+    def set_key_hash(self, pid: str, key_hash: str) -> None:
+        """Replace a principal's key (the old key stops working)."""
+        with self._tx() as conn:
+            conn.execute(self._sql("UPDATE principals SET key_hash = ? WHERE id = ?"),
+                         (key_hash, pid))  # fmt: skip
+
     def principal(self, pid: str) -> tuple[str, str, str, str] | None:
         """``(id, name, role, key_hash)`` of a principal, or ``None``."""
         row = self._exec(
@@ -438,14 +444,15 @@ class Ledger(AuditQueries):
                 (status, time.time(), cid),
             )
             if refund:
+                # Dataset row first, then budget row: the lock order of a charge (no deadlock).
+                conn.execute(
+                    self._sql("UPDATE datasets SET spent_epsilon = spent_epsilon - ?, "
+                              "spent_delta = spent_delta - ? WHERE name = ?"), (eu, du, d),
+                )  # fmt: skip
                 conn.execute(
                     self._sql("UPDATE budgets SET spent_epsilon = spent_epsilon - ?, "
                               "spent_delta = spent_delta - ? WHERE analyst = ? AND dataset = ?"),
                     (eu, du, a, d),
-                )  # fmt: skip
-                conn.execute(
-                    self._sql("UPDATE datasets SET spent_epsilon = spent_epsilon - ?, "
-                              "spent_delta = spent_delta - ? WHERE name = ?"), (eu, du, d),
                 )  # fmt: skip
 
     def charge(self, cid: str) -> Charge | None:

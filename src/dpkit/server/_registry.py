@@ -53,6 +53,10 @@ class Prepared:
     compute: Compute = field(repr=False, compare=False)
 
 
+_MIN_EPSILON = 1e-12
+"""The ledger's unit (:data:`dpkit.server._sql.UNIT`): the smallest ε a query may cost."""
+
+
 class _Priced(Exception):
     """Raised by the probe accountant to stop a statistic once it has been priced."""
 
@@ -127,9 +131,18 @@ class QueryRegistry:
         eps, dlt = prepared.epsilon, prepared.delta
         if not (math.isfinite(eps) and eps > 0 and math.isfinite(dlt) and 0 <= dlt < 1):
             raise PrivacyParameterError("the query's price must have finite ε > 0, δ in [0, 1).")
+        if eps < _MIN_EPSILON:
+            # Below the ledger's unit a price cannot be recorded as it is, and the exact samplers
+            # refuse such noise scales only when drawing, i.e. after the charge.
+            raise PrivacyParameterError(
+                "epsilon must be at least 1e-12 (the ledger's unit); smaller values give answers "
+                "that are pure noise."
+            )
         probe = Meter(eps, dlt, probe=True)
         try:
-            prepared.compute(dummy, 0, probe)
+            # rng=None: the probe stops at the charge, before any generator is made; a seed here
+            # would make every priced query a "charged release with insecure noise".
+            prepared.compute(dummy, None, probe)
         except _Priced:
             return prepared
         except BudgetExceededError as exc:

@@ -39,7 +39,7 @@ __all__ = [
     "dummy_table",
 ]
 
-NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,62}$")
+NAME_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,62}")
 """Dataset and column names: a letter, then letters, digits or underscores (at most 63).
 
 Names reach file paths and SQL only as parameters, but a strict pattern also keeps path
@@ -52,7 +52,7 @@ _UNITS = ("row",)
 
 def check_name(value: object, what: str) -> str:
     """Return ``value`` if it is a valid name, else raise :class:`DataError` (not echoing it)."""
-    if not isinstance(value, str) or not NAME_PATTERN.match(value):
+    if not isinstance(value, str) or not NAME_PATTERN.fullmatch(value):
         raise DataError(
             f"{what} must be a name of 1 to 63 letters, digits or underscores starting with a "
             "letter."

@@ -24,7 +24,7 @@ from dpkit.server._schema import DatasetSchema, Table, check_name, dummy_table
 
 __all__ = ["AuthError", "Curator", "ForbiddenError", "NotFoundError", "QueryFailedError"]
 
-_IDEM = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
+_IDEM = re.compile(r"[A-Za-z0-9_.:-]{1,100}")
 _TOP = {"dataset", "query", "dry_run", "dummy", "idempotency_key"}
 
 
@@ -92,8 +92,13 @@ class Curator:
         """Migrate the ledger, install the admin key, register configured datasets, load all."""
         self.ledger.migrate()
         h = self.config.admin_key_hash
-        if h is not None and self.ledger.principal("admin") is None:
-            self.ledger.add_principal("admin", "admin", "admin", h)
+        if h is not None:
+            # The configured hash is the admin's key: a new one replaces (revokes) the stored one.
+            stored = self.ledger.principal("admin")
+            if stored is None:
+                self.ledger.add_principal("admin", "admin", "admin", h)
+            elif stored[3] != h:
+                self.ledger.set_key_hash("admin", h)
         for spec in self.config.datasets:
             name = spec.get("name")
             if not (self.config.data_dir / str(name) / "schema.json").exists():
@@ -124,6 +129,15 @@ class Curator:
         self.ledger.add_principal(pid, str(name), "analyst", h)
         return {"id": pid, "name": str(name), "key": key}
 
+    def new_analyst_key(self, pid: object) -> dict[str, str]:
+        """Replace an analyst's key (e.g. after a leak): the old key stops working at once."""
+        row = self.ledger.principal(pid) if isinstance(pid, str) else None
+        if row is None or row[2] != "analyst":
+            raise NotFoundError("no analyst with that id.")
+        _, key, h = new_key(row[0])
+        self.ledger.set_key_hash(row[0], h)
+        return {"id": row[0], "name": row[1], "key": key}
+
     # -- datasets -------------------------------------------------------------------------------
     def register_dataset(self, spec: Mapping[str, Any]) -> dict[str, Any]:
         """Read, clean, store and register a dataset from the import directory (admin only)."""
@@ -133,8 +147,10 @@ class Curator:
         schema = DatasetSchema.from_dict(spec)
         eps = _number(spec.get("total_epsilon"), "total_epsilon")
         dlt = _number(spec.get("total_delta", 0.0), "total_delta")
-        if eps <= 0 or not 0 <= dlt < 1:
-            raise DataError("total_epsilon must be > 0 and total_delta in [0, 1).")
+        # The cap is the one on analysts' budgets: amounts are stored as 64-bit integers of
+        # 1e-12 units, so a larger total would fail in the database (after the data were stored).
+        if not 0 < eps < 1e6 or not 0 <= dlt < 1:
+            raise DataError("total_epsilon must be in (0, 1e6) and total_delta in [0, 1).")
         path = resolve_source(self.config.import_dir, spec.get("source"))
         table = read_source(path, schema)
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
@@ -162,7 +178,7 @@ class Curator:
         if not isinstance(dry, bool) or not isinstance(dummy, bool):
             raise DataError("dry_run and dummy must be true or false.")
         idem = body.get("idempotency_key", idem_header)
-        if idem is not None and (not isinstance(idem, str) or not _IDEM.match(idem)):
+        if idem is not None and (not isinstance(idem, str) or not _IDEM.fullmatch(idem)):
             raise DataError("an idempotency key is 1 to 100 of A-Z a-z 0-9 _ . : -")
         schema = self.schema(body.get("dataset"))
         params = {k: v for k, v in body.items() if k not in _TOP}
