@@ -279,3 +279,33 @@ def test_distinct_units_sensitivity_with_a_row_cap_below_the_key_cap() -> None:
     joined = a.join(b, on="key", how="left", suffix="_b").fill_null(0)
     moved = int((joined["__units"] - joined["__units_b"]).abs().sum())
     assert moved == 3 and claimed >= moved
+
+
+def test_quantiles_with_no_selected_key_release_an_empty_table() -> None:
+    """Private selection may keep no key (here: every key has one unit, kept w.p. ≤ δ). The
+    quantile tree was reshaped with ``-1`` and raised on zero keys — after the charge."""
+    df = pl.DataFrame({"user": [1, 2, 3], "key": ["a", "b", "c"], "x": [0.1, 0.2, 0.3]})
+    g = _q(df).group_by("key").agg(dpf.count(), dpf.quantiles("x", [0.5], bounds=(0, 1)))
+    acct = _acct()
+    r = g.release(epsilon=1.0, delta=1e-6, accountant=acct, rng=1)
+    assert r.frame.height == 0 and "q_x_0.5_lo" in r.frame.columns
+    assert len(acct.ledger) == 1
+
+
+@pytest.mark.parametrize(
+    ("by", "aggs"),
+    [
+        ("count", [dpf.count()]),  # a key column named like an estimate
+        ("key", [dpf.count(), dpf.sum("x", bounds=(0, 1), alias="count_lo")]),
+        ("key", [dpf.histogram("x", bins=[0, 1, 2]), dpf.count(alias="hist_x_1")]),
+        ("key", [dpf.quantiles("x", [0.5], bounds=(0, 1)), dpf.count(alias="q_x_0.5_hi")]),
+    ],
+)
+def test_output_columns_that_would_overwrite_each_other_are_refused(
+    by: str, aggs: list[dpf.Aggregation]
+) -> None:
+    """The released frame was built from a dict: a key column or an interval column sharing a
+    name with another output was silently overwritten (the key column lost)."""
+    df = _df().with_columns(count=pl.col("key"))
+    with pytest.raises(DataError, match="alias="):
+        dpf.Query(df, privacy_unit="user").group_by(by, public_keys=["a"]).agg(*aggs)
