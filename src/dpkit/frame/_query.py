@@ -162,6 +162,31 @@ class Query:
         return GroupedQuery(self, (), None, 1, max_rows, max_rows_per_unit, aggs)
 
 
+def _output_names(agg: Aggregation) -> set[str]:
+    """The columns ``finish`` writes for ``agg`` (an estimate and its ``_lo``/``_hi``)."""
+    if agg.stat == "histogram":
+        heads = [f"{agg.alias}_{i}" for i in range(len(agg.edges) - 1)]
+    elif agg.stat == "quantiles":
+        heads = [f"{agg.alias}_{q:g}" for q in agg.qs]
+    else:
+        heads = [agg.alias]
+    return {f"{h}{end}" for h in heads for end in ("", "_lo", "_hi")}
+
+
+def _check_output_names(by: Sequence[str], aggs: Sequence[Aggregation]) -> None:
+    """Refuse (before anything is charged) output columns that would overwrite one another:
+    a key column named like an estimate, or an alias equal to another's ``_lo``/``_hi``."""
+    seen = set(by)
+    for a in aggs:
+        names = _output_names(a)
+        if names & seen:
+            raise DataError(
+                f"aggregation {a.alias!r} would write column(s) {sorted(names & seen)} that "
+                "another output column (a key or another aggregation) already has; use alias=."
+            )
+        seen |= names
+
+
 class GroupBy:
     """A query grouped by keys, awaiting its aggregations (:meth:`agg`)."""
 
@@ -209,6 +234,7 @@ class GroupedQuery:
         names = [a.alias for a in aggs]
         if len(set(names)) != len(names):
             raise DataError(f"aggregation names must be unique, got {names}; use alias=.")
+        _check_output_names(by, aggs)
         self._aggs = aggs
         self._public = None if public_keys is None else self._public_frame(public_keys)
         if not by:
