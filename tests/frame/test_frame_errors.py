@@ -330,3 +330,16 @@ def test_groups_too_large_for_int64_sums_are_refused_before_charging(
     monkeypatch.setattr(query_mod, "_MAX_GROUP_ROWS", 4)  # key "a" has exactly 4 bounded rows
     g.release(epsilon=1.0, accountant=acct, rng=0)
     assert len(acct.ledger) == 1
+
+
+@pytest.mark.parametrize("column", ["user", "x"])
+def test_pandas_with_mixed_types_is_a_data_error_that_does_not_echo_values(column: str) -> None:
+    """pyarrow's conversion error (ArrowInvalid) quoted the offending private value."""
+    import pandas as pd
+
+    df = pd.DataFrame({"user": [1, 2, 3], "key": ["a", "b", "c"], "x": [1.0, 2.0, 3.0]})
+    df[column] = df[column].astype(object)
+    df.loc[2, column] = "secret-value"
+    with pytest.raises(DataError) as info:
+        dpf.Query(df, privacy_unit="user")
+    assert "secret-value" not in str(info.value)
