@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -211,3 +212,21 @@ def test_streaming_engine_from_parquet_gives_the_same_totals(tmp_path: Any) -> N
     assert a.sort("key").equals(b.sort("key"))
     r = g.release(epsilon=1.0, delta=1e-6, rng=0, streaming=True)
     assert r.frame.height <= 12
+
+
+def test_fixed_point_rounding_does_not_drift_over_many_rows() -> None:
+    """Each value is 0.9 of a fixed-point step above a grid point. Flooring every row lost
+    0.9·n steps (here 18,000 steps, several times the ≈2^20-step noise once n reaches 10^7);
+    stochastic rounding keeps the sum within a few √n/2 of the truth."""
+    n = 20_000
+    probe = dpf.Query(pl.DataFrame({"user": [0], "key": [0], "x": [0.0]}), privacy_unit="user")
+    agg = dpf.sum("x", bounds=B)
+    k = probe.group_by("key", public_keys=[0]).agg(agg).explain(epsilon=1.0).plan.measures[0]
+    step = 2.0**-k.exponent
+    v = (12345 + 0.9) * step
+    df = pl.DataFrame({"user": np.arange(n), "key": [0] * n, "x": [v] * n})
+    got = dpf.Query(df, privacy_unit="user").group_by("key", public_keys=[0]).agg(agg)
+    out = got.bounded_aggregates(seed=3)
+    assert isinstance(out, pl.DataFrame)
+    err = int(out[k.measure.name][0]) - n * (12345 + 0.9)  # in steps
+    assert abs(err) <= 6 * math.sqrt(n) / 2  # 6 sd of the rounding error (sd ≤ √n/2)

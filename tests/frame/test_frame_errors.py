@@ -279,3 +279,67 @@ def test_distinct_units_sensitivity_with_a_row_cap_below_the_key_cap() -> None:
     joined = a.join(b, on="key", how="left", suffix="_b").fill_null(0)
     moved = int((joined["__units"] - joined["__units_b"]).abs().sum())
     assert moved == 3 and claimed >= moved
+
+
+def test_quantiles_with_no_selected_key_release_an_empty_table() -> None:
+    """Private selection may keep no key (here: every key has one unit, kept w.p. ≤ δ). The
+    quantile tree was reshaped with ``-1`` and raised on zero keys — after the charge."""
+    df = pl.DataFrame({"user": [1, 2, 3], "key": ["a", "b", "c"], "x": [0.1, 0.2, 0.3]})
+    g = _q(df).group_by("key").agg(dpf.count(), dpf.quantiles("x", [0.5], bounds=(0, 1)))
+    acct = _acct()
+    r = g.release(epsilon=1.0, delta=1e-6, accountant=acct, rng=1)
+    assert r.frame.height == 0 and "q_x_0.5_lo" in r.frame.columns
+    assert len(acct.ledger) == 1
+
+
+@pytest.mark.parametrize(
+    ("by", "aggs"),
+    [
+        ("count", [dpf.count()]),  # a key column named like an estimate
+        ("key", [dpf.count(), dpf.sum("x", bounds=(0, 1), alias="count_lo")]),
+        ("key", [dpf.histogram("x", bins=[0, 1, 2]), dpf.count(alias="hist_x_1")]),
+        ("key", [dpf.quantiles("x", [0.5], bounds=(0, 1)), dpf.count(alias="q_x_0.5_hi")]),
+    ],
+)
+def test_output_columns_that_would_overwrite_each_other_are_refused(
+    by: str, aggs: list[dpf.Aggregation]
+) -> None:
+    """The released frame was built from a dict: a key column or an interval column sharing a
+    name with another output was silently overwritten (the key column lost)."""
+    df = _df().with_columns(count=pl.col("key"))
+    with pytest.raises(DataError, match="alias="):
+        dpf.Query(df, privacy_unit="user").group_by(by, public_keys=["a"]).agg(*aggs)
+
+
+def test_groups_too_large_for_int64_sums_are_refused_before_charging(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Polars (and non-ANSI Spark) int64 sums wrap silently: 2^62 + 2^62 is −2^63. Per-row
+    integers reach 2^30, so a group of more than 2^32 rows is refused before the charge. The
+    limit is lowered here to exercise the check on a small table."""
+    import dpkit.frame._query as query_mod
+
+    assert pl.DataFrame({"a": [2**62, 2**62]})["a"].sum() < 0  # the wrap being guarded against
+    monkeypatch.setattr(query_mod, "_MAX_GROUP_ROWS", 3)
+    q = _q(_df()).group_by("key", public_keys=["a"], max_rows=3, max_groups=3)
+    g = q.agg(dpf.sum("x", bounds=(0, 9)))
+    acct = _acct()
+    with pytest.raises(DataError, match="2\\^32"):
+        g.release(epsilon=1.0, accountant=acct, rng=0)
+    assert not acct.ledger
+    monkeypatch.setattr(query_mod, "_MAX_GROUP_ROWS", 4)  # key "a" has exactly 4 bounded rows
+    g.release(epsilon=1.0, accountant=acct, rng=0)
+    assert len(acct.ledger) == 1
+
+
+@pytest.mark.parametrize("column", ["user", "x"])
+def test_pandas_with_mixed_types_is_a_data_error_that_does_not_echo_values(column: str) -> None:
+    """pyarrow's conversion error (ArrowInvalid) quoted the offending private value."""
+    import pandas as pd
+
+    df = pd.DataFrame({"user": [1, 2, 3], "key": ["a", "b", "c"], "x": [1.0, 2.0, 3.0]})
+    df[column] = df[column].astype(object)
+    df.loc[2, column] = "secret-value"
+    with pytest.raises(DataError) as info:
+        dpf.Query(df, privacy_unit="user")
+    assert "secret-value" not in str(info.value)

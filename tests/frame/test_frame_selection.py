@@ -117,3 +117,22 @@ def test_key_of_one_unit_released_at_most_delta(kw: dict[str, Any], groups: int)
     assert sel is not None
     bound = sel.delta * trials + 5 * math.sqrt(sel.delta * trials)  # 5 binomial sd above δ
     assert counts[0] <= bound
+
+
+@pytest.mark.parametrize("eps", [0.5, 1.0, 3.0, 6.0])
+def test_truncated_geometric_is_exactly_dp_with_float_sampling(eps: float) -> None:
+    """A key is kept iff U < p(n), U on the 2^-53 grid, so P(kept) = ceil(p·2^53)/2^53. Those
+    exact probabilities must satisfy both (ε, δ) conditions of Desfontaines et al. (2022) in
+    exact arithmetic; a flat 2^-50 slack left δ short by ~2e-16 at ε = 3 and ~2e-14 at ε = 6."""
+    from fractions import Fraction
+
+    from dpkit.frame._selection import key_selection
+
+    delta = 1e-6
+    s = key_selection("truncated_geometric", epsilon=eps, delta=delta, max_groups=1, replace=False)
+    kept = [Fraction(math.ceil(Fraction(p) * 2**53), 2**53) for p in s.probabilities]
+    e = Fraction(math.exp(eps)) * (1 - Fraction(1, 2**52))  # below the true e^ε
+    d = Fraction(delta)
+    for n in range(1, len(kept)):
+        assert kept[n] <= e * kept[n - 1] + d
+        assert 1 - kept[n - 1] <= e * (1 - kept[n]) + d

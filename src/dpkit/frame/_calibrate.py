@@ -68,7 +68,7 @@ class MeasureNoise:
     """How one measure is made an integer and noised."""
 
     measure: Measure
-    exponent: int  # per-row integer = floor(f(x) · 2**exponent)
+    exponent: int  # per-row integer = f(x) · 2**exponent, stochastically rounded
     row_max: int  # |per-row integer| ≤ row_max
     l1: int  # ℓ1 sensitivity of the vector of sums, integer units
     l2: float  # ℓ2 sensitivity, integer units (rounded up)
@@ -96,14 +96,13 @@ class MeasureNoise:
         return math.sqrt(2.0 * p) / (1.0 - p) * self.unit
 
     def half_width(self, alpha: float) -> float:
-        """h with P(|noise| > h) ≤ alpha per coordinate, real units, plus one fixed-point step."""
+        """h with P(|noise| > h) ≤ alpha per coordinate, real units."""
         if self.kind == "gaussian":
             m = discrete_gaussian_quantile(float(self.scale), alpha)
         else:
             m = discrete_laplace_quantile(float(self.scale), alpha)
-        # Flooring each row to the fixed-point grid moves a sum by < 1 unit per row; that is
-        # bias, not noise, and it is negligible (2^-20 of the noise per row) except for huge
-        # groups, so it is not added here.
+        # Rows are rounded to the fixed-point grid stochastically (unbiased; sd ≤ √n/2 units
+        # for n rows, at most 1/32 of the ≈2^20-unit noise), so it is not added here.
         return m * self.unit
 
 

@@ -36,7 +36,14 @@ def as_lazy(data: object, name: str = "data") -> Any:
     mod = type(data).__module__
     if mod.split(".")[0] == "pandas" and type(data).__name__ == "DataFrame":
         # Converted once; the index is not data (a privacy unit must be a column).
-        return pl.from_pandas(data, include_index=False).lazy()
+        try:
+            return pl.from_pandas(data, include_index=False).lazy()
+        except Exception as exc:  # Arrow's message quotes the offending value: not echoed
+            raise DataError(
+                f"{name} (pandas) could not be converted to Polars ({type(exc).__name__}): a "
+                "column mixes types (e.g. str and numbers in an object column); give each "
+                "column one type."
+            ) from None
     raise DataError(
         f"{name} must be a Polars LazyFrame or DataFrame, a pandas DataFrame or (for the Spark "
         f"engine) a PySpark DataFrame; got {type(data).__name__}."

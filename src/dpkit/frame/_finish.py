@@ -79,7 +79,9 @@ def _tree_levels(leaves: Array, branching: int, levels: int) -> list[Array]:
     out = [leaves]
     for _ in range(levels - 1):
         cur = out[0]
-        out.insert(0, cur.reshape(cur.shape[0], -1, branching).sum(axis=2))
+        # explicit widths: with no released key (n = 0) a -1 in reshape is ambiguous
+        parents = cur.reshape(cur.shape[0], cur.shape[1] // branching, branching)
+        out.insert(0, parents.sum(axis=2))
     return out
 
 
@@ -94,7 +96,8 @@ def _tree_quantiles(noisy: list[Array], agg: Aggregation) -> Array:
     for j, q in enumerate(agg.qs):
         node = np.zeros(n, dtype=np.int64)
         for level in range(h):
-            kids = np.clip(noisy[level].reshape(n, -1, b)[np.arange(n), node], 0.0, None)
+            nodes = noisy[level].reshape(n, noisy[level].shape[1] // b, b)
+            kids = np.clip(nodes[np.arange(n), node], 0.0, None)
             total = kids.sum(axis=1)
             cum = np.cumsum(kids, axis=1)
             target = q * total

@@ -14,7 +14,7 @@ from dpkit.frame._calibrate import Bounding, NoisePlan, noise_plan
 from dpkit.frame._engine import as_lazy, is_spark, polars
 from dpkit.frame._explain import Explanation, FrameRelease
 from dpkit.frame._finish import finish, public_totals
-from dpkit.frame._pipeline import ALL, Layout, bound, prepare
+from dpkit.frame._pipeline import ALL, ROWS, Layout, bound, prepare
 from dpkit.frame._selection import key_selection
 from dpkit.mechanisms._base import SupportsCharge, charge
 from dpkit.random import RNGLike, as_generator
@@ -162,6 +162,46 @@ class Query:
         return GroupedQuery(self, (), None, 1, max_rows, max_rows_per_unit, aggs)
 
 
+def _output_names(agg: Aggregation) -> set[str]:
+    """The columns ``finish`` writes for ``agg`` (an estimate and its ``_lo``/``_hi``)."""
+    if agg.stat == "histogram":
+        heads = [f"{agg.alias}_{i}" for i in range(len(agg.edges) - 1)]
+    elif agg.stat == "quantiles":
+        heads = [f"{agg.alias}_{q:g}" for q in agg.qs]
+    else:
+        heads = [agg.alias]
+    return {f"{h}{end}" for h in heads for end in ("", "_lo", "_hi")}
+
+
+def _check_output_names(by: Sequence[str], aggs: Sequence[Aggregation]) -> None:
+    """Refuse (before anything is charged) output columns that would overwrite one another:
+    a key column named like an estimate, or an alias equal to another's ``_lo``/``_hi``."""
+    seen = set(by)
+    for a in aggs:
+        names = _output_names(a)
+        if names & seen:
+            raise DataError(
+                f"aggregation {a.alias!r} would write column(s) {sorted(names & seen)} that "
+                "another output column (a key or another aggregation) already has; use alias=."
+            )
+        seen |= names
+
+
+_MAX_GROUP_ROWS = 1 << 32  # per-row integers are within ±2^30: sums stay within ±2^62
+
+
+def _no_overflow(totals: Any, buckets: Any) -> tuple[Any, Any]:
+    """Refuse (before charging) a group with more than 2^32 bounded rows: its fixed-point sums
+    could pass 2^63, and both engines' int64 sums wrap silently (a wrapped sum jumps by 2^64,
+    which no noise covers). Every value sum and bucket count of a key runs over its ``__rows``."""
+    if totals.height and int(totals[ROWS].max() or 0) > _MAX_GROUP_ROWS:
+        raise DataError(
+            "a group has more than 2^32 rows after contribution bounding; exact int64 sums "
+            "cannot hold it. Group by finer keys or use smaller contribution bounds."
+        )
+    return totals, buckets
+
+
 class GroupBy:
     """A query grouped by keys, awaiting its aggregations (:meth:`agg`)."""
 
@@ -209,6 +249,7 @@ class GroupedQuery:
         names = [a.alias for a in aggs]
         if len(set(names)) != len(names):
             raise DataError(f"aggregation names must be unique, got {names}; use alias=.")
+        _check_output_names(by, aggs)
         self._aggs = aggs
         self._public = None if public_keys is None else self._public_frame(public_keys)
         if not by:
@@ -414,7 +455,7 @@ class GroupedQuery:
         if self._q._spark:
             from dpkit.frame._spark import spark_totals
 
-            return spark_totals(self, layout, plan, seeds)
+            return _no_overflow(*spark_totals(self, layout, plan, seeds))
         src = self._source()
         if self._q._unit is not None:  # refused before charging: every row must have a unit
             nulls = src.select(polars().col(self._q._unit).null_count()).collect().item()
@@ -424,11 +465,12 @@ class GroupedQuery:
                     "belong to a unit (drop or assign them before the query)."
                 )
         try:
-            return self._totals(src, layout, plan, seeds, streaming)
+            out = self._totals(src, layout, plan, seeds, streaming)
         except Exception as exc:
             raise DataError(
                 f"computing the bounded aggregates failed ({type(exc).__name__})."
             ) from None
+        return _no_overflow(*out)
 
     def release(
         self,

@@ -50,6 +50,7 @@ __all__ = [
 METHODS = ("gaussian", "laplace", "truncated_geometric")
 WEIGHT_BITS = 20
 _FLOAT_SLACK = 2.0**-50  # covers P(U < p) = ceil(p·2^53)/2^53 and rounding in the recursion
+# (times e^ε where an error is multiplied by e^ε: see key_selection)
 
 
 def truncated_geometric_probabilities(epsilon: float, delta: float) -> np.ndarray[Any, Any]:
@@ -138,7 +139,16 @@ def key_selection(
                 "truncated-geometric selection is for one group per unit under add/remove "
                 "neighbours (max_groups=1); use 'gaussian' or 'laplace'."
             )
-        p = truncated_geometric_probabilities(epsilon, delta - _FLOAT_SLACK)
+        # P(U < p) exceeds p by up to 2^-53 and the recursion rounds; in the (ε, δ) condition
+        # 1 − p(n−1) ≤ e^ε (1 − p(n)) + δ those errors are multiplied by e^ε, so the δ shaved
+        # off grows with e^ε (a flat 2^-50 left δ short by ~1e-14 at ε = 6).
+        slack = _FLOAT_SLACK * math.exp(min(max(epsilon, 0.0), 700.0))
+        if slack >= delta / 2:
+            raise PrivacyParameterError(
+                "the selection's epsilon is too large for truncated-geometric selection with "
+                "this delta (float sampling error); use a smaller epsilon or selection='laplace'."
+            )
+        p = truncated_geometric_probabilities(epsilon, delta - slack)
         return KeySelection(method, epsilon, delta, k, probabilities=tuple(p.tolist()))
     if method == "laplace":
         scale = Fraction(k) / Fraction(epsilon)
