@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -284,3 +285,35 @@ def test_charge_matches_the_published_formulas() -> None:
         acct.charge(syn.event)
         assert acct.spent.rho == pytest.approx(want, rel=1e-12)  # type: ignore[attr-defined]
         assert want == pytest.approx(0.3, rel=1e-8)
+
+
+@pytest.mark.parametrize("eps", [3.0, 0.7, 1 / 3])
+def test_partition_selection_noise_is_never_below_its_charged_epsilon(
+    eps: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression: the scale was the float 1.0/ε, which rounds down for these ε, so the noise
+    # was (1/scale)-DP with 1/scale > ε: more than was charged. The true ε of discrete Laplace
+    # noise of scale b on a count is exactly 1/b (b rational), so this compares exactly.
+    import dpkit.release._discovery as disc
+
+    seen: list[object] = []
+    real = disc.discrete_laplace
+
+    def spy(scale: object, *args: object, **kwargs: object) -> object:
+        seen.append(scale)
+        return real(scale, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(disc, "discrete_laplace", spy)
+    data = {"c": np.array(["a"] * 50 + ["b"] * 50)}
+    discover_domain(data, categorical=["c"], epsilon=eps, delta=1e-6, rng=0)
+    (scale,) = seen
+    assert 1 / Fraction(scale) <= Fraction(eps)  # type: ignore[arg-type]
+
+
+def test_discovery_refuses_text_in_a_numeric_column_without_quoting_it() -> None:
+    data = {"x": np.array(["secret-value", "1"], dtype=object)}
+    acct = Accountant(ApproxDP(epsilon=1.0, delta=1e-6))
+    with pytest.raises(DataError) as info:
+        discover_domain(data, numeric={"x": (0, 1)}, epsilon=1.0, delta=1e-6, accountant=acct)
+    assert "secret" not in str(info.value)
+    assert not acct.ledger  # refused before the charge

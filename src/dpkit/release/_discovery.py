@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -140,7 +141,12 @@ def discover_domain(
         x = np.asarray(cols[k], dtype=object)
         if any(v is None for v in x.tolist()):
             raise DataError(f"column {k!r} has None values; clean them first.")
-        ref.encode(x.astype(np.float64), k)  # refuses NaN and infinities before the charge
+        try:
+            xf = x.astype(np.float64)
+        except (TypeError, ValueError):
+            # numpy's message would quote the offending (private) value
+            raise DataError(f"column {k!r} must be numeric.") from None
+        ref.encode(xf, k)  # refuses NaN and infinities before the charge
     for k in cats:
         vals = np.asarray(cols[k], dtype=object).tolist()
         if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in vals):
@@ -182,8 +188,12 @@ def _select_partitions(
     originals: dict[str, Any] = {}
     for v in np.asarray(values, dtype=object).tolist():
         originals.setdefault(str(v), v)
-    tau = partition_threshold(epsilon, delta)
-    noise = np.asarray(discrete_laplace(1.0 / epsilon, size=keys.size, rng=gen))
+    # The scale is the exact rational 1/ε', ε' a hair below ε: the float 1.0/ε can round
+    # down (ε = 3, 0.7, ...), which would make the noise ε-plus-a-bit DP. τ follows ε'.
+    eps_noise = epsilon * (1.0 - 2.0**-40)
+    scale = 1 / Fraction(eps_noise)
+    tau = partition_threshold(eps_noise, delta)
+    noise = np.asarray(discrete_laplace(scale, size=keys.size, rng=gen))
     kept = [originals[str(k)] for k, c, z in zip(keys, counts, noise, strict=True) if c + z >= tau]
     kept = [k for k in kept if k != other]
     # The catch-all is always there, so that no outcome (not even "nothing cleared") needs a
