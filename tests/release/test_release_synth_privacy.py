@@ -115,6 +115,8 @@ def test_refused_charge_draws_no_noise() -> None:
         {"a": ["x", "y"], "b": [1.0, 2.0], "c": [0, 1], "d": [1, 2]},  # unknown column
         {"a": ["x", "y"], "b": [1.0], "c": [0, 1]},  # ragged
         [[1, 2, 3]],
+        {"a": ["x", ["y"]], "b": [1.0, 2.0], "c": [0, 1]},  # ragged: was a bare ValueError
+        {"a": np.array(["x", ["y"]], dtype=object), "b": [1.0, 2.0], "c": [0, 1]},  # TypeError
     ],
 )
 def test_bad_data_is_refused_before_the_charge(bad: object) -> None:
