@@ -204,7 +204,11 @@ class Categorical:
             raise DataError("a categorical column needs at least one category.")
         if any(c is None or (isinstance(c, float) and math.isnan(c)) for c in cats):
             raise DataError("categories cannot include None or NaN.")
-        if len(set(cats)) != len(cats):
+        try:
+            distinct = len(set(cats)) == len(cats)
+        except TypeError:  # a list or dict among the categories
+            raise DataError("categories must be hashable values (str, int, ...).") from None
+        if not distinct:
             raise DataError("categories must be distinct.")
         if self.other is not None and self.other not in cats:
             raise DataError("other must be one of the categories.")
