@@ -319,3 +319,35 @@ def test_discovery_refuses_text_in_a_numeric_column_without_quoting_it() -> None
         discover_domain(data, numeric={"x": (0, 1)}, epsilon=1.0, delta=1e-6, accountant=acct)
     assert "secret" not in str(info.value)
     assert not acct.ledger  # refused before the charge
+
+
+@pytest.mark.parametrize(
+    ("values", "other"),
+    [
+        (["a"] * 100, None),  # no catch-all: Categorical refused None after the charge
+        (np.array([[1]] * 100 + [[2]] * 100 + ["x"], dtype=object), "other"),  # lists
+        (np.array(["a"] * 100, dtype=object), ["not", "hashable"]),
+    ],
+)
+def test_discovery_refuses_bad_categories_before_the_charge(values: object, other: object) -> None:
+    # Regression: each of these was refused (or crashed with a bare ValueError) only after
+    # discover_domain had charged the accountant and drawn the noise.
+    acct = Accountant(ApproxDP(epsilon=1.0, delta=1e-6))
+    with pytest.raises(DataError):
+        discover_domain(
+            {"c": values}, categorical=["c"], epsilon=1.0, delta=1e-6, accountant=acct,
+            rng=0, other=other,
+        )  # fmt: skip
+    assert not acct.ledger
+
+
+def test_discovery_merges_categories_that_compare_equal() -> None:
+    # Regression: 1 and True (or 1 and 1.0) in an object column print differently, so both
+    # could clear the threshold; Categorical then refused the "duplicate" after the charge,
+    # an exception that depended on the noisy counts.
+    col = np.array([1] * 200 + [True] * 200 + ["b"] * 200, dtype=object)
+    acct = Accountant(ApproxDP(epsilon=1.0, delta=1e-6))
+    dom = discover_domain({"c": col}, categorical=["c"], epsilon=1.0, delta=1e-6,
+                          accountant=acct, rng=0)  # fmt: skip
+    cats = dom.columns["c"].categories  # type: ignore[union-attr]
+    assert len(cats) == 3 and "b" in cats and 1 in cats  # 200 records each clear τ = 15
