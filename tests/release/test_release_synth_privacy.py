@@ -351,3 +351,10 @@ def test_discovery_merges_categories_that_compare_equal() -> None:
                           accountant=acct, rng=0)  # fmt: skip
     cats = dom.columns["c"].categories  # type: ignore[union-attr]
     assert len(cats) == 3 and "b" in cats and 1 in cats  # 200 records each clear τ = 15
+
+
+@pytest.mark.parametrize("bounds", [5, (0,), (0, 1, 2)])
+def test_discovery_refuses_malformed_bounds_with_a_data_error(bounds: object) -> None:
+    # Regression: Numeric(*bounds) raised a bare TypeError.
+    with pytest.raises(DataError, match="pair"):
+        discover_domain({"x": [1.0, 2.0]}, numeric={"x": bounds}, epsilon=1.0, delta=1e-6)  # type: ignore[dict-item]

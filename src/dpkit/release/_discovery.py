@@ -136,7 +136,9 @@ def discover_domain(
     delta_c = dlt / len(cats) if cats else 0.0
     bounds: dict[str, tuple[float, float]] = {}
     for k, b in num.items():
-        ref = Numeric(*b, bins=1)
+        if not isinstance(b, tuple | list) or len(b) != 2:
+            raise DataError(f"numeric={{{k!r}: ...}} must be a pair (lo, hi).")
+        ref = Numeric(b[0], b[1], bins=1)
         bounds[k] = (ref.lo, ref.hi)
         x = np.asarray(cols[k], dtype=object)
         if any(v is None for v in x.tolist()):
