@@ -57,3 +57,21 @@ def test_release_refuses_bad_input_with_status_2(
             str(files / "d2.json"), "--out", str(files / "x.csv")]  # fmt: skip
     assert main(argv) == 2
     assert not (files / "x.csv").exists()
+
+
+def test_release_checks_everything_before_the_fit_and_writes_nothing_on_error(
+    files: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Regression: a bad --target, a negative --rows or an unwritable --report used to be found
+    # only after the fit, with the synthetic CSV already written (or a bare OSError).
+    out = files / "never.csv"
+    base = ["release", str(files / "fair.csv"), "--domain", str(files / "domain.json"),
+            "--epsilon", "1", "--out", str(out), "--quiet"]  # fmt: skip
+    assert main([*base, "--report", str(files / "r.html"), "--target", "nope"]) == 2
+    assert "not a column" in capsys.readouterr().err
+    assert main([*base, "--rows", "-5"]) == 2
+    assert main([*base, "--report", str(files / "missing" / "r.html")]) == 2
+    assert "cannot write" in capsys.readouterr().err
+    assert main([*base[:-2], str(files / "missing" / "o.csv"), "--quiet"]) == 2
+    assert not out.exists() and not (files / "r.html").exists()
+    assert not list(files.glob(".*.tmp"))

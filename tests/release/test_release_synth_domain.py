@@ -75,6 +75,7 @@ def test_categorical_refuses_unknown_values_without_echoing_them() -> None:
         lambda: Categorical(["a", "a"]),
         lambda: Categorical(["a", None]),
         lambda: Categorical(["a"], other="b"),
+        lambda: Categorical([["a"], ["b"]]),  # unhashable: was a bare TypeError
         lambda: Domain({}),
         lambda: Domain({"x": (0, 1)}),
         lambda: Domain({1: Categorical(["a"])}),

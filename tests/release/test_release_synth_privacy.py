@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -114,6 +115,8 @@ def test_refused_charge_draws_no_noise() -> None:
         {"a": ["x", "y"], "b": [1.0, 2.0], "c": [0, 1], "d": [1, 2]},  # unknown column
         {"a": ["x", "y"], "b": [1.0], "c": [0, 1]},  # ragged
         [[1, 2, 3]],
+        {"a": ["x", ["y"]], "b": [1.0, 2.0], "c": [0, 1]},  # ragged: was a bare ValueError
+        {"a": np.array(["x", ["y"]], dtype=object), "b": [1.0, 2.0], "c": [0, 1]},  # TypeError
     ],
 )
 def test_bad_data_is_refused_before_the_charge(bad: object) -> None:
@@ -284,3 +287,74 @@ def test_charge_matches_the_published_formulas() -> None:
         acct.charge(syn.event)
         assert acct.spent.rho == pytest.approx(want, rel=1e-12)  # type: ignore[attr-defined]
         assert want == pytest.approx(0.3, rel=1e-8)
+
+
+@pytest.mark.parametrize("eps", [3.0, 0.7, 1 / 3])
+def test_partition_selection_noise_is_never_below_its_charged_epsilon(
+    eps: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression: the scale was the float 1.0/ε, which rounds down for these ε, so the noise
+    # was (1/scale)-DP with 1/scale > ε: more than was charged. The true ε of discrete Laplace
+    # noise of scale b on a count is exactly 1/b (b rational), so this compares exactly.
+    import dpkit.release._discovery as disc
+
+    seen: list[object] = []
+    real = disc.discrete_laplace
+
+    def spy(scale: object, *args: object, **kwargs: object) -> object:
+        seen.append(scale)
+        return real(scale, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(disc, "discrete_laplace", spy)
+    data = {"c": np.array(["a"] * 50 + ["b"] * 50)}
+    discover_domain(data, categorical=["c"], epsilon=eps, delta=1e-6, rng=0)
+    (scale,) = seen
+    assert 1 / Fraction(scale) <= Fraction(eps)  # type: ignore[arg-type]
+
+
+def test_discovery_refuses_text_in_a_numeric_column_without_quoting_it() -> None:
+    data = {"x": np.array(["secret-value", "1"], dtype=object)}
+    acct = Accountant(ApproxDP(epsilon=1.0, delta=1e-6))
+    with pytest.raises(DataError) as info:
+        discover_domain(data, numeric={"x": (0, 1)}, epsilon=1.0, delta=1e-6, accountant=acct)
+    assert "secret" not in str(info.value)
+    assert not acct.ledger  # refused before the charge
+
+
+@pytest.mark.parametrize(
+    ("values", "other"),
+    [
+        (["a"] * 100, None),  # no catch-all: Categorical refused None after the charge
+        (np.array([[1]] * 100 + [[2]] * 100 + ["x"], dtype=object), "other"),  # lists
+        (np.array(["a"] * 100, dtype=object), ["not", "hashable"]),
+    ],
+)
+def test_discovery_refuses_bad_categories_before_the_charge(values: object, other: object) -> None:
+    # Regression: each of these was refused (or crashed with a bare ValueError) only after
+    # discover_domain had charged the accountant and drawn the noise.
+    acct = Accountant(ApproxDP(epsilon=1.0, delta=1e-6))
+    with pytest.raises(DataError):
+        discover_domain(
+            {"c": values}, categorical=["c"], epsilon=1.0, delta=1e-6, accountant=acct,
+            rng=0, other=other,
+        )  # fmt: skip
+    assert not acct.ledger
+
+
+def test_discovery_merges_categories_that_compare_equal() -> None:
+    # Regression: 1 and True (or 1 and 1.0) in an object column print differently, so both
+    # could clear the threshold; Categorical then refused the "duplicate" after the charge,
+    # an exception that depended on the noisy counts.
+    col = np.array([1] * 200 + [True] * 200 + ["b"] * 200, dtype=object)
+    acct = Accountant(ApproxDP(epsilon=1.0, delta=1e-6))
+    dom = discover_domain({"c": col}, categorical=["c"], epsilon=1.0, delta=1e-6,
+                          accountant=acct, rng=0)  # fmt: skip
+    cats = dom.columns["c"].categories  # type: ignore[union-attr]
+    assert len(cats) == 3 and "b" in cats and 1 in cats  # 200 records each clear τ = 15
+
+
+@pytest.mark.parametrize("bounds", [5, (0,), (0, 1, 2)])
+def test_discovery_refuses_malformed_bounds_with_a_data_error(bounds: object) -> None:
+    # Regression: Numeric(*bounds) raised a bare TypeError.
+    with pytest.raises(DataError, match="pair"):
+        discover_domain({"x": [1.0, 2.0]}, numeric={"x": bounds}, epsilon=1.0, delta=1e-6)  # type: ignore[dict-item]

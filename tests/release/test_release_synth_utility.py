@@ -170,3 +170,18 @@ def test_simplex_projection_is_the_least_squares_point() -> None:
         for _ in range(20):
             q = gen.dirichlet(np.ones(12)) * 10
             assert np.sum((y - p) ** 2) <= np.sum((y - q) ** 2) + 1e-9
+
+
+def test_aim_models_every_column_when_a_round_picks_a_bare_one_way_marginal() -> None:
+    # Regression: with max_cells forbidding pairs, AIM's d − 1 rounds each chose a one-way
+    # marginal and placed only d − 1 columns; the last was sampled as its first cell always.
+    gen = np.random.default_rng(0)
+    n = 5000
+    data = {"a": gen.integers(0, 4, n), "b": gen.integers(0, 4, n), "c": np.full(n, 3)}
+    dom = Domain({k: Categorical([0, 1, 2, 3]) for k in "abc"})
+    model = Synthesizer(dom, rho=1.0, max_cells=4).fit(data, rng=0)
+    assert sorted(f.child for f in model.network.families) == [0, 1, 2]
+    syn = model.sample(2000, rng=1, output="dict")
+    # The noisy one-way of "c" (σ ≈ 3.2 on 5,000 records) puts nearly all mass on 3; a
+    # constant first cell would give 0.
+    assert np.mean(syn["c"] == 3) > 0.9

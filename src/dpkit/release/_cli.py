@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,17 @@ def run_release(args: argparse.Namespace) -> int:
         raise DataError(f"could not read the domain {args.domain!r}: {exc}") from None
     domain = Domain.from_spec(spec)
     synth = Synthesizer(domain, epsilon=args.epsilon, delta=args.delta, method=args.method)
+    # Everything that can fail is checked before the fit, so that a refusal never follows
+    # a fit (and its privacy cost) and never leaves a partial set of output files behind.
+    if args.rows is not None and args.rows < 0:
+        raise DataError(f"--rows must be a non-negative integer, got {args.rows}.")
+    if args.target is not None and args.target not in domain.names:
+        raise DataError(f"--target {args.target!r} is not a column of the domain.")
+    outputs = [args.out] + ([args.report] if args.report else [])
+    for path in outputs:
+        parent = Path(path).resolve().parent
+        if not parent.is_dir() or not os.access(parent, os.W_OK) or Path(path).is_dir():
+            raise DataError(f"cannot write {path!r}: its folder is missing or not writable.")
     data = _read_csv(args.data, domain)
     bar = None
     if not args.quiet:
@@ -98,11 +110,24 @@ def run_release(args: argparse.Namespace) -> int:
     table = model.sample(
         args.rows, rng=None if args.seed is None else args.seed + 1, output="pandas"
     )
-    table.to_csv(args.out, index=False)
+    rep = utility_report(data, table, domain, target=args.target) if args.report else None
+    # Written to temporaries beside their targets and renamed only when all are complete.
+    temps = {
+        path: Path(path).with_name(f".{Path(path).name}.{os.getpid()}.tmp") for path in outputs
+    }
+    try:
+        table.to_csv(temps[args.out], index=False)
+        if rep is not None:
+            rep.to_html(temps[args.report])
+        for path, tmp in temps.items():
+            os.replace(tmp, path)
+    except OSError as exc:
+        raise DataError(f"could not write the output ({type(exc).__name__}).") from None
+    finally:
+        for tmp in temps.values():
+            tmp.unlink(missing_ok=True)
     print(f"wrote {len(table)} synthetic rows to {args.out} ({args.method}, ρ = {synth.rho:.4g})")
-    if args.report:
-        rep = utility_report(data, table, domain, target=args.target)
-        rep.to_html(args.report)
+    if rep is not None:
         print(rep.summary())
         print(f"report: {args.report} (compares with the real data; not private)")
     return 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -135,16 +136,27 @@ def discover_domain(
     delta_c = dlt / len(cats) if cats else 0.0
     bounds: dict[str, tuple[float, float]] = {}
     for k, b in num.items():
-        ref = Numeric(*b, bins=1)
+        if not isinstance(b, tuple | list) or len(b) != 2:
+            raise DataError(f"numeric={{{k!r}: ...}} must be a pair (lo, hi).")
+        ref = Numeric(b[0], b[1], bins=1)
         bounds[k] = (ref.lo, ref.hi)
         x = np.asarray(cols[k], dtype=object)
         if any(v is None for v in x.tolist()):
             raise DataError(f"column {k!r} has None values; clean them first.")
-        ref.encode(x.astype(np.float64), k)  # refuses NaN and infinities before the charge
+        try:
+            xf = x.astype(np.float64)
+        except (TypeError, ValueError):
+            # numpy's message would quote the offending (private) value
+            raise DataError(f"column {k!r} must be numeric.") from None
+        ref.encode(xf, k)  # refuses NaN and infinities before the charge
     for k in cats:
         vals = np.asarray(cols[k], dtype=object).tolist()
         if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in vals):
             raise DataError(f"column {k!r} has None or NaN values; clean them first.")
+        if not all(_hashable(v) for v in vals):
+            raise DataError(f"column {k!r} has values that cannot be categories (lists, ...).")
+    if cats:
+        Categorical((other,), other=other)  # a bad catch-all is refused now, not after the charge
     # Exactly what dpkit.stats.quantile draws: bins − 1 selections at ε_c/(bins − 1) each.
     one_q = exponential_event(epsilon=eps_c / (bins - 1) * (1.0 - 2.0**-40))
     events: list[Event] = [SelfComposedEvent(one_q, count=bins - 1) for _ in num]  # type: ignore[arg-type]
@@ -175,17 +187,38 @@ def _uniform_on_grid(lo: float, hi: float, m: int, gen: np.random.Generator) -> 
     return np.sort(np.ldexp(gen.integers(a, b + 1, size=m).astype(np.float64), g))
 
 
+def _hashable(v: object) -> bool:
+    try:
+        hash(v)
+    except TypeError:
+        return False
+    return True
+
+
 def _select_partitions(
     values: Any, epsilon: float, delta: float, gen: np.random.Generator, other: Any
 ) -> tuple[Any, ...]:
-    keys, counts = np.unique(np.asarray(values, dtype=object).astype(str), return_counts=True)
+    # Counted by text in plain Python, so no value (a tuple, a mixed object column) can make
+    # numpy fail here, after the charge.
+    counts: dict[str, int] = {}
     originals: dict[str, Any] = {}
     for v in np.asarray(values, dtype=object).tolist():
-        originals.setdefault(str(v), v)
-    tau = partition_threshold(epsilon, delta)
-    noise = np.asarray(discrete_laplace(1.0 / epsilon, size=keys.size, rng=gen))
-    kept = [originals[str(k)] for k, c, z in zip(keys, counts, noise, strict=True) if c + z >= tau]
-    kept = [k for k in kept if k != other]
+        t = str(v)
+        counts[t] = counts.get(t, 0) + 1
+        originals.setdefault(t, v)
+    keys = sorted(counts)
+    # The scale is the exact rational 1/ε', ε' a hair below ε: the float 1.0/ε can round
+    # down (ε = 3, 0.7, ...), which would make the noise ε-plus-a-bit DP. τ follows ε'.
+    eps_noise = epsilon * (1.0 - 2.0**-40)
+    scale = 1 / Fraction(eps_noise)
+    tau = partition_threshold(eps_noise, delta)
+    noise = np.asarray(discrete_laplace(scale, size=len(keys), rng=gen))
+    kept: dict[Any, None] = {}
+    for t, z in zip(keys, noise.tolist(), strict=True):
+        # Values that print differently but compare equal (1 and True, 1 and 1.0 in an object
+        # column) become one category: Categorical would refuse the duplicate after the charge.
+        if counts[t] + int(z) >= tau and originals[t] != other:
+            kept.setdefault(originals[t], None)
     # The catch-all is always there, so that no outcome (not even "nothing cleared") needs a
     # refusal after the charge, and unselected values have somewhere to go.
     return (*sorted(kept, key=str), other)

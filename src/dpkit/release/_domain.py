@@ -204,7 +204,11 @@ class Categorical:
             raise DataError("a categorical column needs at least one category.")
         if any(c is None or (isinstance(c, float) and math.isnan(c)) for c in cats):
             raise DataError("categories cannot include None or NaN.")
-        if len(set(cats)) != len(cats):
+        try:
+            distinct = len(set(cats)) == len(cats)
+        except TypeError:  # a list or dict among the categories
+            raise DataError("categories must be hashable values (str, int, ...).") from None
+        if not distinct:
             raise DataError("categories must be distinct.")
         if self.other is not None and self.other not in cats:
             raise DataError("other must be one of the categories.")
@@ -224,7 +228,10 @@ class Categorical:
         fallback = None if self.other is None else index[self.other]
         out = np.empty(arr.size, dtype=np.int64)
         for j, v in enumerate(arr.tolist()):
-            i = index.get(v)
+            try:
+                i = index.get(v)
+            except TypeError:  # an unhashable value (a list, a dict): not a category
+                raise DataError(f"column {name!r} has a value that is not a category.") from None
             missing = v is None or (isinstance(v, float) and math.isnan(v))
             if i is None and fallback is not None and not missing:
                 i = fallback
@@ -372,7 +379,10 @@ def table_columns(
     for k in names:
         col = data[k]  # type: ignore[index]
         to_numpy = getattr(col, "to_numpy", None)
-        arr = np.asarray(to_numpy() if callable(to_numpy) else col)
+        try:
+            arr = np.asarray(to_numpy() if callable(to_numpy) else col)
+        except ValueError:  # ragged nested values
+            raise DataError(f"column {k!r} must be 1-d.") from None
         if arr.ndim != 1:
             raise DataError(f"column {k!r} must be 1-d.")
         out[k] = arr

@@ -219,4 +219,8 @@ def _aim_families(
         placed.append(a)
         if progress is not None:
             progress(2 + r, 1 + plan.rounds)
+    # A round that chose a bare one-way marginal while nothing was placed places one column,
+    # not two, so d − 1 rounds can leave a column out; it keeps its noisy one-way marginal
+    # (free post-processing) instead of being sampled as a constant first cell.
+    families += [Family(c, (), priors[c]) for c in range(d) if c not in placed]
     return families
