@@ -55,19 +55,33 @@ class GroupMoments:
 
 
 def group_moments_plan(
-    *, epsilon: float, low: FloatArray, high: FloatArray, groups: int, squares: bool
+    *,
+    epsilon: float,
+    low: FloatArray,
+    high: FloatArray,
+    groups: int,
+    squares: bool,
+    shares: tuple[float, ...] | None = None,
 ) -> GroupMoments:
-    """Split ε equally over counts, sums (and sums of squares)."""
+    """Split ε over counts, sums (and sums of squares): equally, or by ``shares``.
+
+    ``shares`` are public fractions of ε (one per released statistic, summing to 1); the three
+    Laplace releases compose sequentially, so their ε add up to ``epsilon`` whatever the split.
+    """
     parts = 3 if squares else 2
+    if shares is None:
+        shares = (1.0 / parts,) * parts
+    if len(shares) != parts or any(s <= 0 for s in shares) or abs(sum(shares) - 1.0) > 1e-12:
+        raise ValueError("shares must be one positive fraction per statistic, summing to 1.")
     half = (high - low) / 2
     shape = (groups, low.size)
     return GroupMoments(
         low=low,
         high=high,
-        counts=Laplace(epsilon=epsilon / parts, sensitivity=1.0, shape=(groups,)),
-        sums=Laplace(epsilon=epsilon / parts, sensitivity=float(np.sum(half)), shape=shape),
+        counts=Laplace(epsilon=epsilon * shares[0], sensitivity=1.0, shape=(groups,)),
+        sums=Laplace(epsilon=epsilon * shares[1], sensitivity=float(np.sum(half)), shape=shape),
         squares=(
-            Laplace(epsilon=epsilon / parts, sensitivity=float(np.sum(half**2)), shape=shape)
+            Laplace(epsilon=epsilon * shares[2], sensitivity=float(np.sum(half**2)), shape=shape)
             if squares
             else None
         ),

@@ -22,7 +22,7 @@ from dpkit.ml._base import (
     compose_events,
     encode_labels,
 )
-from dpkit.ml._moments import group_moments_plan
+from dpkit.ml._moments import GroupMoments, group_moments_plan
 from dpkit.random import RNGLike
 
 __all__ = ["GaussianNB"]
@@ -39,17 +39,71 @@ def _check_smoothing(value: object) -> float:
     return out
 
 
+# ε fractions for the class counts, the sums and the sums of squares. The sums carry most of
+# what separates the classes and the variances matter least (they are shrunk to a public
+# default when noisy, below), so the sums get the largest share. Sixteenths keep every part
+# exact in floating point, so the parts add up to ε exactly. On scikit-learn's wine, iris and
+# breast-cancer data (min-max scaled, 20 splits × 8 draws) this split with the post-processing
+# below beat the equal split at every ε in {0.1, 0.5, 1, 5}, and matched it at ε = 50, where
+# the smaller share for the squares costs a little.
+_SHARES = (0.25, 0.5625, 0.1875)
+
+
+def _post_process(
+    counts: FloatArray,
+    sums: FloatArray,
+    squares: FloatArray,
+    plan: GroupMoments,
+    half: FloatArray,
+    smoothing: float,
+) -> tuple[FloatArray, FloatArray]:
+    """Class means (centred at the box's midpoint) and variances from the noisy statistics.
+
+    Only the released values and public quantities (the bounds, the Laplace scales) enter, so
+    this is post-processing and costs no privacy (seed 003, post-processing).
+
+    * Means are clipped into the declared box: a true mean lies there, so clipping only moves a
+      noisy estimate closer to it.
+    * Each raw variance Q/n − θ² (clipped to [0, h²], where every variance of a variable in a
+      box of half-width h lies) is combined with the public default (h/2)² by inverse-variance
+      weighting: the raw value has noise variance about 2·b_Q²/n² (Laplace of scale b_Q on Q,
+      divided by the noisy count n), and the default is treated as a guess with spread h²/3.
+      When the noise dominates the variance tends to the default, instead of to an arbitrary
+      clipped value that would let one noisy feature decide every prediction.
+    * Variances are floored at the noise level √2·b_Q/n of Q/n (at most (h/2)²), at the
+      data-independent 10⁻³·h² and at ``var_smoothing`` times the largest h²; capped at h².
+    """
+    assert plan.squares is not None
+    n = np.maximum(counts, 1.0)[:, None]
+    theta = np.clip(sums / n, -half, half)
+    raw = np.clip(squares / n - theta**2, 0.0, half**2)
+    noise_var = 2.0 * plan.squares.scale**2 / n**2
+    spread = half**4 / 9.0
+    weight = spread / (spread + noise_var)
+    default = half**2 / 4.0
+    var = default + weight * (raw - default)
+    # Nor is a variance resolved below the noise of Q/n (√2·b_Q/n): a noisy near-zero variance
+    # would dominate every prediction, so floor it there (but not above (h/2)²).
+    noise_floor = np.minimum(np.sqrt(2.0) * plan.squares.scale / n, 0.25 * half**2)
+    floor = np.maximum(1e-3 * half**2, smoothing * float(np.max(half) ** 2))
+    floor = np.maximum(np.maximum(floor, noise_floor), 1e-300)
+    var = np.clip(var, floor, np.maximum(half**2, floor))
+    return theta, var
+
+
 class GaussianNB(ClassifierMixin, PrivateEstimator):  # type: ignore[misc]
     """Gaussian naive Bayes with ε-differential privacy.
 
     The model is a function of per-class counts, feature sums and sums of squares; each is
     released once with Laplace noise (seed 003, "the Laplace mechanism"; Vaidya, Shafiq, Basu &
     Hong 2013), on records clipped to the declared ``bounds``; priors, means and variances are
-    post-processing. Each variance is kept between the noise level of its own estimate
-    (capped at a quarter of the squared half-range) and the squared half-range.
+    post-processing: means are clipped into the box, and each variance is shrunk towards the
+    public default (h/2)² (h the half-range) in proportion to the public noise of its estimate,
+    then kept between a floor (its noise level, at most (h/2)², and 10⁻³·h²) and h².
 
-    Privacy guarantee: ε-DP under add/remove of one record (ε/3 each for the class counts,
-    the sums and the sums of squares; see :class:`dpkit.ml._moments.GroupMoments`).
+    Privacy guarantee: ε-DP under add/remove of one record (ε/4 for the class counts, 9ε/16 for
+    the sums and 3ε/16 for the sums of squares, composed sequentially; see
+    :class:`dpkit.ml._moments.GroupMoments`).
 
     Parameters
     ----------
@@ -60,7 +114,8 @@ class GaussianNB(ClassifierMixin, PrivateEstimator):  # type: ignore[misc]
     classes : sequence
         Required list of every label.
     var_smoothing : float
-        Smallest variance, relative to the largest declared range squared.
+        Smallest variance, relative to the largest squared half-range (a floor of 10⁻³ times
+        each feature's squared half-range applies in any case).
     accountant, rng :
         As everywhere in dpkit.
 
@@ -111,24 +166,18 @@ class GaussianNB(ClassifierMixin, PrivateEstimator):  # type: ignore[misc]
         low, high = check_box(self.bounds, "bounds", Xc.shape[1])
         groups = encode_labels(yc, classes)
         k = classes.size
-        plan = group_moments_plan(epsilon=eps, low=low, high=high, groups=k, squares=True)
+        plan = group_moments_plan(
+            epsilon=eps, low=low, high=high, groups=k, squares=True, shares=_SHARES
+        )
         event = compose_events(plan.events)
         gen = self._generator()
         charge_fit(self, event, 0.0, "GaussianNB.fit")
         counts, sums, squares = plan.release(Xc, groups, k, gen)
         assert squares is not None
-        n = np.maximum(counts, 1.0)[:, None]
         half = (high - low) / 2
-        centred_mean = np.clip(sums / n, -half, half)
-        var = squares / n - centred_mean**2
-        # A variance is not resolved below the noise of Q/n (√2·b/n for Laplace of scale b on
-        # the sum of squares): floor it there, or a noisy near-zero variance would dominate;
-        # but never above (h/2)², so that at small ε the features keep some weight.
-        noise_floor = np.sqrt(2.0) * plan.squares.scale / n if plan.squares else 0.0
-        noise_floor = np.minimum(noise_floor, 0.25 * half**2)
-        floor = np.maximum(noise_floor, smoothing * float(np.max(half) ** 2))
-        self.theta_ = centred_mean + (low + high) / 2
-        self.var_ = np.clip(var, np.maximum(floor, 1e-300), np.maximum(half**2, floor))
+        theta, var = _post_process(counts, sums, squares, plan, half, smoothing)
+        self.theta_ = theta + (low + high) / 2
+        self.var_ = var
         self.class_count_ = np.maximum(counts, 0.0)
         # the Laplace scale of the counts as a pseudo-count: no class gets prior 0 from noise
         # alone, and the prior tends to uniform when the counts are mostly noise
