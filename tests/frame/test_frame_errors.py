@@ -317,17 +317,17 @@ def test_groups_too_large_for_int64_sums_are_refused_before_charging(
     """Polars (and non-ANSI Spark) int64 sums wrap silently: 2^62 + 2^62 is −2^63. Per-row
     integers reach 2^30, so a group of more than 2^32 rows is refused before the charge. The
     limit is lowered here to exercise the check on a small table."""
-    import dpkit.frame._query as query_mod
+    import dpkit.frame._grouped as grouped_mod
 
     assert pl.DataFrame({"a": [2**62, 2**62]})["a"].sum() < 0  # the wrap being guarded against
-    monkeypatch.setattr(query_mod, "_MAX_GROUP_ROWS", 3)
+    monkeypatch.setattr(grouped_mod, "_MAX_GROUP_ROWS", 3)
     q = _q(_df()).group_by("key", public_keys=["a"], max_rows=3, max_groups=3)
     g = q.agg(dpf.sum("x", bounds=(0, 9)))
     acct = _acct()
     with pytest.raises(DataError, match="2\\^32"):
         g.release(epsilon=1.0, accountant=acct, rng=0)
     assert not acct.ledger
-    monkeypatch.setattr(query_mod, "_MAX_GROUP_ROWS", 4)  # key "a" has exactly 4 bounded rows
+    monkeypatch.setattr(grouped_mod, "_MAX_GROUP_ROWS", 4)  # key "a" has exactly 4 bounded rows
     g.release(epsilon=1.0, accountant=acct, rng=0)
     assert len(acct.ledger) == 1
 

@@ -18,7 +18,7 @@ import pytest
 
 import dpkit.frame as dpf
 import dpkit.frame._calibrate as cal
-import dpkit.frame._query as query_mod
+import dpkit.frame._grouped as grouped_mod
 from dpkit.audit import epsilon_lower_bound
 from dpkit.frame._finish import finish, public_totals
 from dpkit.frame._pipeline import ALL
@@ -144,14 +144,14 @@ def test_audit_key_selection(monkeypatch: pytest.MonkeyPatch) -> None:
     g0, d0, d1 = _pair(_base(1), _unit(1), _selection_query, **kw)
     eps = _audit(g0, d0, d1, "count", "a", 7, **kw)
     assert 0.3 < eps <= 2.0
-    real = query_mod.key_selection
+    real = grouped_mod.key_selection
 
     def broken(method: str, **k: Any) -> Any:
         claimed = k["epsilon"]
         k["epsilon"] *= 4.0  # calibrated to 4ε while claiming ε
         return dataclasses.replace(real(method, **k), epsilon=claimed)
 
-    monkeypatch.setattr(query_mod, "key_selection", broken)
+    monkeypatch.setattr(grouped_mod, "key_selection", broken)
     g0, d0, d1 = _pair(_base(1), _unit(1), _selection_query, **kw)
     assert _audit(g0, d0, d1, "count", "a", 8, **kw) > 2.0
 

@@ -33,7 +33,8 @@ from dpkit.frame._aggs import (
     var,
 )
 from dpkit.frame._explain import Explanation, FrameRelease
-from dpkit.frame._query import GroupBy, GroupedQuery, Query
+from dpkit.frame._grouped import GroupBy, GroupedQuery
+from dpkit.frame._query import Query
 from dpkit.frame._selection import truncated_geometric_probabilities
 
 __all__ = [

@@ -22,7 +22,7 @@ from dpkit.frame._pipeline import ALL, ROWS, UNITS, WEIGHT, G, H, Layout, prepar
 from dpkit.frame._selection import weights
 
 if TYPE_CHECKING:  # pragma: no cover
-    from dpkit.frame._query import GroupedQuery
+    from dpkit.frame._grouped import GroupedQuery
 
 __all__ = ["spark_schema_check", "spark_totals"]
 

@@ -1,0 +1,429 @@
+"""A grouped query: contribution bounds, the noise plan, explain(), release()."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from dpkit._checks import check_delta, check_epsilon, check_probability
+from dpkit.errors import DataError, PrivacyParameterError
+from dpkit.frame._aggs import Aggregation, Measure
+from dpkit.frame._calibrate import Bounding, NoisePlan, noise_plan
+from dpkit.frame._engine import as_lazy, polars
+from dpkit.frame._explain import Explanation, FrameRelease
+from dpkit.frame._finish import finish, public_totals
+from dpkit.frame._pipeline import ALL, ROWS, Layout, bound, prepare
+from dpkit.frame._selection import key_selection
+from dpkit.mechanisms._base import SupportsCharge, charge
+from dpkit.random import RNGLike, as_generator
+
+if TYPE_CHECKING:  # pragma: no cover
+    from dpkit.frame._query import Query
+
+__all__ = ["GroupBy", "GroupedQuery", "positive_int"]
+
+_OWN = "__unit"
+
+
+def positive_int(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < 1:
+        raise PrivacyParameterError(f"{name} must be a positive int, got {value!r}.")
+    return int(value)
+
+
+def _output_names(agg: Aggregation) -> set[str]:
+    """The columns ``finish`` writes for ``agg`` (an estimate and its ``_lo``/``_hi``)."""
+    if agg.stat == "histogram":
+        heads = [f"{agg.alias}_{i}" for i in range(len(agg.edges) - 1)]
+    elif agg.stat == "quantiles":
+        heads = [f"{agg.alias}_{q:g}" for q in agg.qs]
+    else:
+        heads = [agg.alias]
+    return {f"{h}{end}" for h in heads for end in ("", "_lo", "_hi")}
+
+
+def _check_output_names(by: Sequence[str], aggs: Sequence[Aggregation]) -> None:
+    """Refuse (before anything is charged) output columns that would overwrite one another:
+    a key column named like an estimate, or an alias equal to another's ``_lo``/``_hi``."""
+    seen = set(by)
+    for a in aggs:
+        names = _output_names(a)
+        if names & seen:
+            raise DataError(
+                f"aggregation {a.alias!r} would write column(s) {sorted(names & seen)} that "
+                "another output column (a key or another aggregation) already has; use alias=."
+            )
+        seen |= names
+
+
+_MAX_GROUP_ROWS = 1 << 32  # per-row integers are within ±2^30: sums stay within ±2^62
+
+
+def _no_overflow(totals: Any, buckets: Any) -> tuple[Any, Any]:
+    """Refuse (before charging) a group with more than 2^32 bounded rows: its fixed-point sums
+    could pass 2^63, and both engines' int64 sums wrap silently (a wrapped sum jumps by 2^64,
+    which no noise covers). Every value sum and bucket count of a key runs over its ``__rows``."""
+    if totals.height and int(totals[ROWS].max() or 0) > _MAX_GROUP_ROWS:
+        raise DataError(
+            "a group has more than 2^32 rows after contribution bounding; exact int64 sums "
+            "cannot hold it. Group by finer keys or use smaller contribution bounds."
+        )
+    return totals, buckets
+
+
+class GroupBy:
+    """A query grouped by keys, awaiting its aggregations (:meth:`agg`)."""
+
+    def __init__(
+        self,
+        query: Query,
+        by: tuple[str, ...],
+        public_keys: object,
+        max_groups: int,
+        max_rows: int,
+        max_rows_per_unit: int | None,
+    ) -> None:
+        self._args = (query, by, public_keys, max_groups, max_rows, max_rows_per_unit)
+
+    def agg(self, *aggs: Aggregation) -> GroupedQuery:
+        """The aggregations to release per group (``dpkit.frame.count``, ``sum``, …)."""
+        return GroupedQuery(*self._args, aggs)
+
+
+class GroupedQuery:
+    """A fully specified grouped query: explain it, release it, or test it non-privately."""
+
+    def __init__(
+        self,
+        query: Query,
+        by: tuple[str, ...],
+        public_keys: object,
+        max_groups: int,
+        max_rows: int,
+        max_rows_per_unit: int | None,
+        aggs: tuple[Aggregation, ...],
+    ) -> None:
+        self._q = query
+        self._by = by
+        self._bounding = Bounding(
+            positive_int(max_rows, "max_rows"),
+            positive_int(max_groups, "max_groups"),
+            None
+            if max_rows_per_unit is None
+            else positive_int(max_rows_per_unit, "max_rows_per_unit"),
+            query._replace,
+        )
+        if not aggs or not all(isinstance(a, Aggregation) for a in aggs):
+            raise DataError("agg needs aggregations such as dpkit.frame.count() or sum(...).")
+        names = [a.alias for a in aggs]
+        if len(set(names)) != len(names):
+            raise DataError(f"aggregation names must be unique, got {names}; use alias=.")
+        _check_output_names(by, aggs)
+        self._aggs = aggs
+        self._public = None if public_keys is None else self._public_frame(public_keys)
+        if not by:
+            self._public = polars().DataFrame({ALL: [0]})
+
+    # -- validation -------------------------------------------------------------------------
+    def _public_frame(self, keys: object) -> Any:
+        pl = polars()
+        if isinstance(keys, pl.DataFrame | pl.LazyFrame) or type(keys).__module__.split(".")[0] == (
+            "pandas"
+        ):
+            frame = as_lazy(keys, "public_keys").collect()
+        elif len(self._by) == 1:
+            try:
+                frame = pl.DataFrame({self._by[0]: list(keys)})  # type: ignore[call-overload]
+            except (TypeError, ValueError):
+                raise DataError("public_keys must be a list of key values or a frame.") from None
+        else:
+            try:
+                frame = pl.DataFrame([tuple(k) for k in keys], schema=list(self._by), orient="row")  # type: ignore[attr-defined]
+            except (TypeError, ValueError):
+                raise DataError("public_keys must be a list of key tuples or a frame.") from None
+        missing = [c for c in self._by if c not in frame.columns]
+        if missing:
+            raise DataError(f"public_keys lacks the key column(s) {missing}.")
+        frame = frame.select(list(self._by))
+        if frame.height != frame.unique().height:
+            raise DataError("public_keys contains duplicate keys.")
+        return frame
+
+    def _layout(self) -> Layout:
+        unit = self._q._unit or _OWN
+        keys = self._by or (ALL,)
+        values = sorted({c for a in self._aggs for c in a.columns})
+        return Layout(unit, tuple(keys), tuple(values))
+
+    def _source(self) -> Any:
+        pl = polars()
+        lf = self._q._data
+        if not self._by:
+            lf = lf.with_columns(pl.lit(0, dtype=pl.Int32).alias(ALL))
+        return lf
+
+    def _check_schema(self, schema: Any, layout: Layout) -> None:
+        pl = polars()
+        names = list(schema.keys())
+        wanted = [*([self._q._unit] if self._q._unit else []), *self._by, *layout.values]
+        missing = [c for c in wanted if c not in names]
+        if missing:
+            raise DataError(
+                f"unknown column(s) {missing}; the table has {names}. Check the spelling."
+            )
+        for c in layout.values:
+            if not schema[c].is_numeric():
+                raise DataError(f"column {c!r} must be numeric to be aggregated, not {schema[c]}.")
+        if self._public is not None and self._by:
+            for c in self._by:
+                if self._public.schema[c] != schema[c]:
+                    try:
+                        self._public = self._public.with_columns(
+                            pl.col(c).cast(schema[c], strict=True)
+                        )
+                    except Exception:
+                        raise DataError(
+                            f"public_keys column {c!r} cannot be cast to the data's {schema[c]}."
+                        ) from None
+
+    def _measures(self) -> tuple[Measure, ...]:
+        seen: dict[Measure, None] = {}
+        for a in self._aggs:
+            for m in a.measures():
+                seen.setdefault(m)
+        return tuple(seen)
+
+    def _selection_method(self, selection: str | None) -> str:
+        if selection is not None:
+            return selection
+        b = self._bounding
+        one = b.max_groups == 1
+        return "truncated_geometric" if one and not b.replace else "gaussian"
+
+    def _plan(
+        self, epsilon: object, delta: object, noise: str | None, selection: str | None,
+        selection_share: float,
+    ) -> NoisePlan:  # fmt: skip
+        eps, dlt = check_epsilon(epsilon), check_delta(delta)
+        share = check_probability(selection_share, "selection_share")
+        if share >= 1.0:
+            raise PrivacyParameterError("selection_share must be below 1.")
+        sel = None
+        kind = noise or ("laplace" if dlt == 0 else "gaussian")
+        if kind not in ("laplace", "gaussian"):
+            raise PrivacyParameterError(f"noise must be 'laplace' or 'gaussian', got {noise!r}.")
+        if self._public is None:
+            b = self._bounding
+            # keys are selected on the (unit, key) pairs kept by L0 (before any L1 row cap)
+            groups = b.max_groups
+            if noise is None and groups == 1:
+                kind = "laplace"  # one group per unit: pure noise, all of δ to selection
+            if dlt == 0:
+                raise PrivacyParameterError(
+                    "private key selection needs delta > 0; pass delta (e.g. 1e-6), or give "
+                    "public_keys."
+                )
+            sel_delta = dlt if kind == "laplace" else dlt / 2
+            sel = key_selection(
+                self._selection_method(selection),
+                epsilon=eps * share,
+                delta=sel_delta,
+                max_groups=groups,
+                replace=self._bounding.replace,
+            )
+        elif kind == "gaussian" and dlt == 0:
+            raise PrivacyParameterError("Gaussian noise needs delta > 0.")
+        return noise_plan(
+            self._measures(), self._bounding, epsilon=eps, delta=dlt, noise=kind, selection=sel
+        )
+
+    def _steps(self, plan: NoisePlan) -> tuple[str, ...]:
+        b = self._bounding
+        unit = self._q._unit or "each row"
+        steps = [*self._q._steps]
+        steps.append(f"privacy unit: {unit}; neighbours: {self._q._neighbouring.name}")
+        steps.append(
+            "drop rows with null/NaN in aggregated columns " + str(list(self._layout().values))
+        )
+        steps.append(f"keep <= {b.max_rows} row(s) per (unit, key), smallest keyed hash")
+        steps.append(f"keep <= {b.max_groups} key(s) per unit, smallest keyed hash")
+        if b.max_rows_per_unit is not None:
+            steps.append(f"keep <= {b.max_rows_per_unit} row(s) per unit, smallest keyed hash")
+        for a in self._aggs:
+            what = f"{a.stat}({a.column})" if a.column else a.stat
+            extra = f" clamped to {a.bounds}" if a.bounds else ""
+            steps.append(f"aggregate {what}{extra} as {a.alias!r}")
+        if self._public is not None and self._by:
+            steps.append(f"release exactly the {self._public.height} public key(s)")
+        elif self._by:
+            steps.append("release keys chosen by private key selection")
+        return tuple(steps)
+
+    # -- public API --------------------------------------------------------------------------
+    def explain(
+        self,
+        *,
+        epsilon: float,
+        delta: float = 0.0,
+        noise: str | None = None,
+        selection: str | None = None,
+        selection_share: float = 0.5,
+    ) -> Explanation:
+        """The plan, bounds, sensitivities, noise scales and total cost; charges nothing.
+
+        The plan is run on an empty frame with the data's schema, so a query that cannot run
+        fails here, before any budget is spent.
+        """
+        plan = self._plan(epsilon, delta, noise, selection, selection_share)
+        layout = self._layout()
+        if self._q._spark:
+            from dpkit.frame._spark import spark_schema_check
+
+            spark_schema_check(self, layout)
+        else:
+            src = self._source()
+            try:
+                schema = src.collect_schema()
+            except Exception as exc:
+                raise DataError(
+                    f"the query's transformations fail on this table: {type(exc).__name__}"
+                ) from None
+            self._check_schema(schema, layout)
+            try:
+                self._totals(src.clear(), layout, plan, (1, 2, 3, 4))
+            except DataError:
+                raise
+            except Exception as exc:
+                raise DataError(
+                    f"the query cannot run on this table's schema ({type(exc).__name__})."
+                ) from None
+        return Explanation(self._steps(plan), plan, plan.epsilon, plan.delta, plan.event)
+
+    def _totals(
+        self,
+        src: Any,
+        layout: Layout,
+        plan: NoisePlan,
+        seeds: Sequence[int],
+        streaming: bool = False,
+    ) -> tuple[Any, Any]:
+        own = self._q._unit is None
+        prep = prepare(src, layout, plan, seeds, own_unit=own)
+        totals, buckets = bound(prep, layout, plan, self._bounding)
+        engine = "streaming" if streaming else "auto"
+        if buckets is None:
+            return totals.collect(engine=engine), None
+        out: list[Any] = polars().collect_all([totals, buckets], engine=engine)
+        return out[0], out[1]
+
+    def _exact(
+        self, plan: NoisePlan, seeds: Sequence[int], streaming: bool = False
+    ) -> tuple[Any, Any]:
+        """Exact bounded totals (before charging: any data error is raised here)."""
+        layout = self._layout()
+        if self._q._spark:
+            from dpkit.frame._spark import spark_totals
+
+            return _no_overflow(*spark_totals(self, layout, plan, seeds))
+        src = self._source()
+        if self._q._unit is not None:  # refused before charging: every row must have a unit
+            nulls = src.select(polars().col(self._q._unit).null_count()).collect().item()
+            if nulls:
+                raise DataError(
+                    f"the privacy unit column {self._q._unit!r} has null values; every row must "
+                    "belong to a unit (drop or assign them before the query)."
+                )
+        try:
+            out = self._totals(src, layout, plan, seeds, streaming)
+        except Exception as exc:
+            raise DataError(
+                f"computing the bounded aggregates failed ({type(exc).__name__})."
+            ) from None
+        return _no_overflow(*out)
+
+    def release(
+        self,
+        *,
+        epsilon: float,
+        delta: float = 0.0,
+        accountant: SupportsCharge | None = None,
+        rng: RNGLike = None,
+        noise: str | None = None,
+        selection: str | None = None,
+        selection_share: float = 0.5,
+        alpha: float = 0.05,
+        streaming: bool = False,
+    ) -> FrameRelease:
+        """Release the noisy per-group aggregates.
+
+        Parameters
+        ----------
+        epsilon, delta : float
+            The whole query's cost (key selection included). Private key selection needs δ > 0.
+        accountant : Accountant, optional
+            Charged with the query's event after everything has been validated and the exact
+            bounded aggregates computed, and before any noise is drawn.
+        rng : None, int or numpy.random.Generator
+            ``None`` (default): secure noise and a fresh secret hash key. An int seed makes the
+            release reproducible and is **not secure**.
+        noise : {"laplace", "gaussian"}, optional
+            Default: Laplace for δ = 0 or one group per unit, else Gaussian.
+        selection : {"truncated_geometric", "laplace", "gaussian"}, optional
+            Private key selection (default: truncated geometric for one group per unit under
+            add/remove, else the weighted Gaussian).
+        selection_share : float
+            Fraction of ε spent on key selection (default 0.5).
+        alpha : float
+            Intervals are (1 − alpha) per cell, for the noise only.
+        streaming : bool
+            Run the Polars plan on the streaming engine (inputs larger than memory, e.g. a
+            ``pl.scan_parquet`` frame).
+
+        Returns
+        -------
+        FrameRelease
+            ``.frame`` (a Polars DataFrame), ``.event``, ``.explanation``.
+
+        Notes
+        -----
+        An empty table is answered like any other (under add/remove its size is private, and a
+        refusal would reveal that it is empty): public keys get noisy zeros; private selection
+        releases no key.
+        """
+        a = check_probability(alpha, "alpha")
+        explanation = self.explain(
+            epsilon=epsilon, delta=delta, noise=noise, selection=selection,
+            selection_share=selection_share,
+        )  # fmt: skip
+        plan = explanation.plan
+        gen = as_generator(rng)
+        seeds = [int(v) for v in gen.integers(0, 2**63 - 1, size=4, dtype="int64")]
+        totals, buckets = self._exact(plan, seeds, streaming)
+        keys = list(self._layout().keys)
+        if self._public is not None:
+            totals, buckets = public_totals(totals, buckets, self._public, keys)
+        charge(accountant, plan.event, "frame query", delta=plan.delta or None)
+        frame = finish(
+            totals, buckets, keys=keys, aggs=self._aggs, plan=plan, gen=gen, alpha=a,
+            drop_keys=(ALL,),
+        )  # fmt: skip
+        return FrameRelease(frame, plan.event, explanation)
+
+    def bounded_aggregates(self, *, seed: int = 0) -> Any:
+        """NOT PRIVATE: the exact bounded aggregates, with no noise and no accountant.
+
+        For testing a pipeline on data one is allowed to see. Returns per key the exact integer
+        sums the release would noise (``__rows``, ``__units``, fixed-point sums at the exponents
+        a release at ε = 1 would use) for the given hash ``seed``.
+        """
+        delta = 0.0 if self._public is not None else 1e-9
+        plan = self._plan(1.0, delta, None, None, 0.5)
+        seeds = [int(v) for v in as_generator(seed).integers(0, 2**63 - 1, size=4, dtype="int64")]
+        totals, buckets = self._exact(plan, seeds)
+        keys = list(self._layout().keys)
+        totals = totals.sort(keys, nulls_last=True)
+        if buckets is not None:
+            buckets = buckets.sort([*keys, "__measure", "__bucket"], nulls_last=True)
+            return totals, buckets
+        return totals
