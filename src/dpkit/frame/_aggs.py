@@ -188,14 +188,19 @@ def count_units(*, alias: str | None = None) -> Aggregation:
     return Aggregation("count_units", None, None, _alias(alias, "units"))
 
 
+def _bounded(kind: str, column: str, bounds: tuple[float, float], alias: str | None) -> Aggregation:
+    """An aggregation of one column clamped to ``bounds``, named ``{kind}_{column}`` by default."""
+    c = _column(column)
+    return Aggregation(kind, c, _bounds(bounds, f"{kind}({c!r})"), _alias(alias, f"{kind}_{c}"))
+
+
 def sum(column: str, *, bounds: tuple[float, float], alias: str | None = None) -> Aggregation:
     """Sum of a column clamped to ``bounds`` per group.
 
     >>> sum("amount", bounds=(0, 100)).alias
     'sum_amount'
     """
-    c = _column(column)
-    return Aggregation("sum", c, _bounds(bounds, f"sum({c!r})"), _alias(alias, f"sum_{c}"))
+    return _bounded("sum", column, bounds, alias)
 
 
 def mean(column: str, *, bounds: tuple[float, float], alias: str | None = None) -> Aggregation:
@@ -204,8 +209,7 @@ def mean(column: str, *, bounds: tuple[float, float], alias: str | None = None) 
     >>> mean("amount", bounds=(0, 100)).alias
     'mean_amount'
     """
-    c = _column(column)
-    return Aggregation("mean", c, _bounds(bounds, f"mean({c!r})"), _alias(alias, f"mean_{c}"))
+    return _bounded("mean", column, bounds, alias)
 
 
 def var(column: str, *, bounds: tuple[float, float], alias: str | None = None) -> Aggregation:
@@ -214,8 +218,7 @@ def var(column: str, *, bounds: tuple[float, float], alias: str | None = None) -
     >>> var("amount", bounds=(0, 100)).alias
     'var_amount'
     """
-    c = _column(column)
-    return Aggregation("var", c, _bounds(bounds, f"var({c!r})"), _alias(alias, f"var_{c}"))
+    return _bounded("var", column, bounds, alias)
 
 
 def std(column: str, *, bounds: tuple[float, float], alias: str | None = None) -> Aggregation:
@@ -224,8 +227,7 @@ def std(column: str, *, bounds: tuple[float, float], alias: str | None = None) -
     >>> std("amount", bounds=(0, 100)).alias
     'std_amount'
     """
-    c = _column(column)
-    return Aggregation("std", c, _bounds(bounds, f"std({c!r})"), _alias(alias, f"std_{c}"))
+    return _bounded("std", column, bounds, alias)
 
 
 def quantiles(
