@@ -16,6 +16,7 @@ from dpkit.client._errors import (
     NotFoundError,
     PermissionDeniedError,
 )
+from dpkit.client._results import RemoteFrequencies, RemoteTable
 
 __all__ = [
     "AuthenticationError",
@@ -23,5 +24,7 @@ __all__ = [
     "CuratorError",
     "NotFoundError",
     "PermissionDeniedError",
+    "RemoteFrequencies",
     "RemoteRelease",
+    "RemoteTable",
 ]

@@ -21,9 +21,10 @@ from dpkit.client._errors import (
     NotFoundError,
     PermissionDeniedError,
 )
+from dpkit.client._results import RemoteFrequencies, RemoteTable, frequencies, table
 from dpkit.errors import BudgetExceededError, DataError, PrivacyParameterError
 
-__all__ = ["Curator", "RemoteRelease"]
+__all__ = ["Curator", "RemoteFrequencies", "RemoteRelease", "RemoteTable"]
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,7 @@ class Curator:
         out = self._call("POST", "/v1/query", body)
         if out.get("dry_run"):
             return out
-        return _release(out)
+        return _answer(out)
 
     def count(self, dataset: str, *, epsilon: float, **kw: Any) -> Any:
         """Private number of rows."""
@@ -192,10 +193,74 @@ class Curator:
         """Private histogram (categories of a categorical column, or ``bins=``)."""
         return self.query(dataset, "histogram", column=column, epsilon=epsilon, **kw)
 
+    def group_by(
+        self,
+        dataset: str,
+        by: str | list[str],
+        *aggregations: Any,
+        epsilon: float,
+        delta: float = 0.0,
+        keys: list[Any] | str | None = None,
+        max_rows: int = 1,
+        max_groups: int = 1,
+        max_rows_per_unit: int | None = None,
+        **kw: Any,
+    ) -> Any:
+        """Private per-group aggregates (like :meth:`dpkit.frame.Query.group_by`).
+
+        ``aggregations`` are :mod:`dpkit.frame` aggregations (``dpf.count()``, ``dpf.mean("x",
+        bounds=(0, 1))``…) or their JSON form (``{"stat": "mean", "column": "x"}``, bounds then
+        from the schema); default: a count. ``keys``: ``None`` releases every key of the key
+        columns' public domains, a list releases those, ``"private"`` selects keys privately
+        (δ > 0). ``max_rows`` (L∞), ``max_groups`` (L0) and ``max_rows_per_unit`` (L1) bound
+        each person's contribution. Returns a :class:`RemoteTable` (``.frame``: Polars).
+        """
+        params: dict[str, Any] = {
+            "by": [by] if isinstance(by, str) else list(by),
+            "max_rows": max_rows,
+            "max_groups": max_groups,
+        }
+        if aggregations:
+            params["aggregations"] = [_aggregation(a) for a in aggregations]
+        if keys is not None:
+            params["keys"] = keys
+        if max_rows_per_unit is not None:
+            params["max_rows_per_unit"] = max_rows_per_unit
+        if delta:
+            params["delta"] = delta
+        return self.query(dataset, "group_by", epsilon=epsilon, **params, **kw)
+
+    def synthesize(
+        self,
+        dataset: str,
+        columns: list[str] | None = None,
+        *,
+        rows: int,
+        epsilon: float,
+        delta: float,
+        **kw: Any,
+    ) -> Any:
+        """Private synthetic rows (:class:`dpkit.release.Synthesizer` on the schema's domain).
+
+        ``method`` (``"aim"``, ``"mst"``, ``"independent"``) and ``bins`` may be passed too.
+        Returns a :class:`RemoteTable` of ``rows`` synthetic records.
+        """
+        params: dict[str, Any] = {} if columns is None else {"columns": list(columns)}
+        return self.query(
+            dataset, "synthesize", rows=rows, epsilon=epsilon, delta=delta, **params, **kw
+        )
+
+    def local_frequencies(self, dataset: str, column: str, **kw: Any) -> Any:
+        """Frequency estimates from a column of local-model reports: free (post-processing).
+
+        Returns a :class:`RemoteFrequencies` (like :class:`dpkit.local.FrequencyEstimate`).
+        """
+        return self.query(dataset, "local_frequencies", column=column, **kw)
+
     # -- the rest of the API ----------------------------------------------------------------------
-    def result(self, result_id: str) -> RemoteRelease:
+    def result(self, result_id: str) -> Any:
         """Fetch a past answer again (no charge)."""
-        return _release(self._call("GET", f"/v1/results/{result_id}"))
+        return _answer(self._call("GET", f"/v1/results/{result_id}"))
 
     def results(self, limit: int = 100) -> list[dict[str, Any]]:
         """Your past answers, newest first."""
@@ -215,6 +280,41 @@ class Curator:
     def admin(self, method: str, path: str, body: Any = None) -> Any:
         """Call an admin endpoint (``/v1/admin/...``) with this client's key."""
         return self._call(method, path, body)
+
+
+_DEFAULT_NAMES = {"count": "count", "count_units": "units", "quantiles": "q_{}"}
+
+
+def _aggregation(a: Any) -> dict[str, Any]:
+    """The JSON form of a :mod:`dpkit.frame` aggregation (or a JSON form, passed through)."""
+    if isinstance(a, dict):
+        return a
+    stat, column = getattr(a, "stat", None), getattr(a, "column", None)
+    if not isinstance(stat, str):
+        raise DataError("aggregations must be dpkit.frame aggregations or JSON objects.")
+    default = _DEFAULT_NAMES.get(stat, f"{stat}_{{}}").format(column)
+    if getattr(a, "alias", default) != default:
+        raise DataError("the curator names aggregations itself; leave alias out.")
+    out: dict[str, Any] = {"stat": stat}
+    if column is not None:
+        out["column"] = column
+    if getattr(a, "bounds", None) is not None:
+        out["bounds"] = list(a.bounds)
+    if stat == "quantiles":
+        out["q"] = list(a.qs)
+    if stat == "histogram":
+        raise DataError("group_by answers count, count_units, sum, mean, var, std, quantiles.")
+    return out
+
+
+def _answer(out: dict[str, Any]) -> Any:
+    """The client's result object for a JSON answer, by its query type."""
+    kind = out.get("query")
+    if kind in ("group_by", "synthesize"):
+        return table(out)
+    if kind == "local_frequencies":
+        return frequencies(out)
+    return _release(out)
 
 
 def _release(out: dict[str, Any]) -> RemoteRelease:

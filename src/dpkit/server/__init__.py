@@ -15,6 +15,7 @@ from __future__ import annotations
 from dpkit.server._app import create_app
 from dpkit.server._auth import hash_key, new_key
 from dpkit.server._config import ServerConfig, load_config
+from dpkit.server._default import default_registry
 from dpkit.server._ledger import Charge, Ledger, NoBudgetError
 from dpkit.server._queries import stats_registry
 from dpkit.server._registry import Answer, Meter, Prepared, QueryRegistry
@@ -33,6 +34,7 @@ __all__ = [
     "ServerConfig",
     "Table",
     "create_app",
+    "default_registry",
     "hash_key",
     "load_config",
     "new_key",

@@ -10,6 +10,7 @@ Example::
     import_dir = "imports"                # where the admin's CSV/Parquet files are read from
     admin_key_hash = "sha256:..."         # from `dpkit serve --new-admin-key`
     max_body_bytes = 65536
+    max_synthetic_rows = 10000            # most rows one synthesize query may return
 
     [[datasets]]                          # registered (cleaned) at start if not yet stored
     name = "survey"
@@ -44,6 +45,7 @@ class ServerConfig:
     port: int = 8700
     max_body_bytes: int = 65536
     dummy_rows: int = 1000
+    max_synthetic_rows: int = 10_000
     datasets: tuple[dict[str, Any], ...] = field(default=())
     insecure_seed: int | None = None
     """Seed every answer's noise (reproducible demos and tests only: NOT private in practice).
@@ -51,6 +53,12 @@ class ServerConfig:
     Only settable in code (the demo, tests): :func:`load_config` refuses it, so a service started
     with ``dpkit serve`` always draws secure noise. Seeded noise is predictable from the seed, and
     the same sequence of noise starts over at every restart of the service."""
+
+
+def _positive(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10_000_000:
+        raise DataError(f"{name} must be an integer from 1 to 10,000,000.")
+    return value
 
 
 def load_config(path: str | os.PathLike[str]) -> ServerConfig:
@@ -89,5 +97,6 @@ def load_config(path: str | os.PathLike[str]) -> ServerConfig:
         port=int(s.get("port", 8700)),
         max_body_bytes=int(s.get("max_body_bytes", 65536)),
         dummy_rows=int(s.get("dummy_rows", 1000)),
+        max_synthetic_rows=_positive(s.get("max_synthetic_rows", 10_000), "max_synthetic_rows"),
         datasets=tuple(datasets),
     )

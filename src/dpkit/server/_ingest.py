@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from dpkit.errors import DataError
-from dpkit.server._schema import DatasetSchema, Table, clean_column
+from dpkit.server._schema import MISSING, DatasetSchema, Table, clean_column
 
 __all__ = ["load_table", "read_source", "resolve_source", "store_table"]
 
@@ -67,20 +67,27 @@ def read_source(path: Path, schema: DatasetSchema) -> Table:
     cols: dict[str, Any] = {}
     for col in schema.columns:
         arr = table.column(col.name)
-        if col.type != "category" and pa.types.is_string(arr.type):
+        text = col.type in ("category", "id")  # read as values, not parsed as numbers
+        if not text and pa.types.is_string(arr.type):
             arr = _parse_numbers(arr)
-        if col.type != "category" and not _numeric_type(pa, arr.type):
+        if not text and not _numeric_type(pa, arr.type):
             # Lists, structs, dates…: refused with a clear message, not a bare error (a date
             # would otherwise become nanoseconds since 1970, clamped to the bounds).
             raise DataError(
                 f"column {col.name} is stored as {arr.type} in the file; a numeric column must "
                 "hold numbers (or text that is parsed as numbers)."
             )
-        if col.type == "category":
+        if text:
             values: Any = arr.to_pylist()
         else:
             values = np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.float64)
         cols[col.name] = clean_column(col, values)
+        if col.type == "id" and bool(np.any(cols[col.name] == MISSING)):
+            # Told to the admin, who sees the data: a row without an owner cannot be bounded.
+            raise DataError(
+                f"column {col.name} (the privacy unit) has missing values; every row must "
+                "belong to a unit: assign or drop those rows before registering."
+            )
     out = Table(schema, cols)
     if out.rows < MIN_ROWS:
         raise DataError(f"a dataset needs at least {MIN_ROWS} rows to be registered.")

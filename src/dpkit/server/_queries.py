@@ -48,8 +48,25 @@ def _alpha(params: Mapping[str, Any]) -> float:
 def _numeric(schema: DatasetSchema, name: object) -> Column:
     col = schema.column(name)
     if col.bounds is None:
-        raise DataError(f"column {col.name} is categorical; this query needs a numeric column.")
+        raise DataError(f"column {col.name} is {col.type}; this query needs a numeric column.")
     return col
+
+
+def _rows_only(prepare: Any) -> Any:
+    """These statistics protect one row; on a dataset whose privacy unit is an id column (a
+    person may have many rows) they would under-count a person's influence, so they refuse it."""
+
+    def checked(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
+        if schema.privacy_unit != "row":
+            raise DataError(
+                f"dataset {schema.name} has several rows per person (privacy unit "
+                f"{schema.privacy_unit}); use the group_by query, which bounds each person's "
+                "contribution."
+            )
+        out: Prepared = prepare(params, schema)
+        return out
+
+    return checked
 
 
 def _bounds(params: Mapping[str, Any], col: Column, key: str = "bounds") -> tuple[float, float]:
@@ -184,6 +201,10 @@ def _histogram(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
     eps, dlt, alpha = _privacy(params)
     col = schema.column(params.get("column"))
     bins = params.get("bins", 10)
+    if col.type == "local":
+        raise DataError(
+            f"column {col.name} holds local reports; use the local_frequencies query (free)."
+        )
     if col.categories is not None:
         if "bins" in params:
             raise DataError("a categorical column's bins are its categories; leave bins out.")
@@ -221,11 +242,11 @@ def stats_registry() -> QueryRegistry:
     ['corr', 'count', 'cov', 'histogram', 'mean', 'quantiles', 'std', 'sum', 'var']
     """
     reg = QueryRegistry()
-    reg.register("count", _count)
+    reg.register("count", _rows_only(_count))
     for name, fn in (("sum", st.sum), ("mean", st.mean), ("var", st.var), ("std", st.std)):
-        reg.register(name, _univariate(fn, name))
-    reg.register("cov", _bivariate(st.cov, "cov"))
-    reg.register("corr", _bivariate(st.corr, "corr"))
-    reg.register("quantiles", _quantiles)
-    reg.register("histogram", _histogram)
+        reg.register(name, _rows_only(_univariate(fn, name)))
+    reg.register("cov", _rows_only(_bivariate(st.cov, "cov")))
+    reg.register("corr", _rows_only(_bivariate(st.corr, "corr")))
+    reg.register("quantiles", _rows_only(_quantiles))
+    reg.register("histogram", _rows_only(_histogram))
     return reg

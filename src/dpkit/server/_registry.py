@@ -14,6 +14,11 @@ statistic). The service then
 
 So group-by queries (``dpkit.frame``), synthetic data (``dpkit.release``) or local-model
 aggregation (``dpkit.local``) are each added with one :meth:`QueryRegistry.register` call.
+
+A *free* entry (``Prepared(..., free=True)``, price (0, 0)) is post-processing of data that are
+already private (reports randomized on users' devices): its ``compute`` must not charge, and it
+is validated by running it in full on the dummy (public data). It is still recorded in the
+ledger, at zero cost, so that its answer is stored, audited and fetched again like any other.
 """
 
 from __future__ import annotations
@@ -51,6 +56,8 @@ class Prepared:
     epsilon: float
     delta: float
     compute: Compute = field(repr=False, compare=False)
+    free: bool = False
+    """Post-processing of already private data: costs (0, 0) and never charges."""
 
 
 _MIN_EPSILON = 1e-12
@@ -70,11 +77,15 @@ class Meter(Accountant):
     """
 
     def __init__(self, epsilon: float, delta: float, *, probe: bool = False) -> None:
-        super().__init__(ApproxDP(epsilon=epsilon, delta=delta))
+        # A price of (0, 0) is a free (post-processing) query: every charge is refused.
+        self._free = epsilon == 0 and delta == 0
+        super().__init__(ApproxDP(epsilon=1.0 if self._free else epsilon, delta=delta))
         self.charged = False
         self._probe = probe
 
     def charge(self, event: Any, *, label: str | None = None, delta: float | None = None) -> None:
+        if self._free:
+            raise BudgetExceededError("a free (post-processing) query may not charge privacy.")
         super().charge(event, label=label, delta=delta)
         self.charged = True
         if self._probe:
@@ -129,6 +140,8 @@ class QueryRegistry:
             raise DataError(f"unknown query type; available: {', '.join(self.names())}.")
         prepared = self._entries[name](params, schema)
         eps, dlt = prepared.epsilon, prepared.delta
+        if prepared.free:
+            return _check_free(prepared, dummy)
         if not (math.isfinite(eps) and eps > 0 and math.isfinite(dlt) and 0 <= dlt < 1):
             raise PrivacyParameterError("the query's price must have finite ε > 0, δ in [0, 1).")
         if eps < _MIN_EPSILON:
@@ -157,3 +170,20 @@ class QueryRegistry:
         raise PrivacyParameterError(
             "the query type released without charging its accountant; refusing to run it."
         )
+
+
+def _check_free(prepared: Prepared, dummy: Table) -> Prepared:
+    """Validate a free entry by running it on the dummy; refuse it if it tries to charge."""
+    if prepared.epsilon != 0 or prepared.delta != 0:
+        raise PrivacyParameterError("a free query type must be priced at (0, 0).")
+    try:
+        prepared.compute(dummy, None, Meter(0.0, 0.0))
+    except BudgetExceededError as exc:
+        raise PrivacyParameterError(
+            "a free query type tried to charge privacy; this is a defect of the query type."
+        ) from exc
+    except DPKitError:
+        raise
+    except (TypeError, ValueError, ArithmeticError) as exc:
+        raise DataError("the query's parameters are invalid for this query type.") from exc
+    return prepared

@@ -13,7 +13,18 @@ Cleaning policy (documented in ``docs/server.md``):
   clamped to the bounds (what every bounded statistic does anyway);
 * categorical columns: values are stored as codes ``0 … k−1`` of the declared categories; a
   missing or undeclared value gets code ``k`` ("other"), never a new category;
-* no row is ever dropped: a row is one privacy unit, and dropping it would change the count.
+* no row is ever dropped: dropping one would change the count.
+
+Two column types serve the registry's newer entries (both additive: older schemas read the same):
+
+* ``id``: an opaque identifier of the person a row belongs to (a user id), stored as integer
+  codes. It may only be the dataset's ``privacy_unit`` (then one person may have many rows, and
+  group-by queries bound each person's contribution, ``dpkit.frame``); registration refuses a
+  file with a missing id, since every row must belong to someone;
+* ``local``: reports already randomized on users' devices (``dpkit.local``), declared with their
+  ``protocol`` (``GRR`` or ``HR``: one integer report per row), the ``epsilon`` each report was
+  made with, and the ``categories`` the users' true values are coded by. A missing or malformed
+  report is stored as ``-1`` and left out of aggregations (it cannot be repaired without bias).
 """
 
 from __future__ import annotations
@@ -30,6 +41,8 @@ import numpy.typing as npt
 from dpkit.errors import DataError
 
 __all__ = [
+    "LOCAL_PROTOCOLS",
+    "MISSING",
     "NAME_PATTERN",
     "Column",
     "DatasetSchema",
@@ -46,8 +59,11 @@ Names reach file paths and SQL only as parameters, but a strict pattern also kee
 traversal (``../x``), control characters and look-alike names out of the ledger and the logs.
 """
 
-_TYPES = ("float", "int", "category")
-_UNITS = ("row",)
+_TYPES = ("float", "int", "category", "id", "local")
+LOCAL_PROTOCOLS = ("GRR", "HR")
+"""Local protocols whose report is one integer per user, so a column of a CSV file can hold it."""
+MISSING = -1
+"""The stored code of a missing id or of a missing or malformed local report."""
 
 
 def check_name(value: object, what: str) -> str:
@@ -78,6 +94,9 @@ class Column:
     bounds: tuple[float, float] | None = None
     categories: tuple[str, ...] | None = None
     fill: float | None = None
+    protocol: str | None = None
+    epsilon: float | None = None
+    """For a ``local`` column: the protocol and the ε with which each report was randomized."""
 
     @classmethod
     def from_dict(cls, spec: Mapping[str, Any]) -> Column:
@@ -88,7 +107,9 @@ class Column:
         kind = spec.get("type", "float")
         if kind not in _TYPES:
             raise DataError(f"column {name}: type must be one of {', '.join(_TYPES)}.")
-        if kind == "category":
+        if kind == "id":
+            return cls(name, kind)
+        if kind in ("category", "local"):
             cats = spec.get("categories")
             if not isinstance(cats, list | tuple) or not cats:
                 raise DataError(f"column {name}: categorical columns need a list of categories.")
@@ -96,6 +117,8 @@ class Column:
                 raise DataError(f"column {name}: categories must be non-empty strings.")
             if len(set(cats)) != len(cats) or len(cats) > 10_000:
                 raise DataError(f"column {name}: categories must be distinct (at most 10,000).")
+            if kind == "local":
+                return _local_column(name, tuple(cats), spec)
             return cls(name, kind, categories=tuple(cats))
         b = spec.get("bounds")
         if not isinstance(b, list | tuple) or len(b) != 2:
@@ -119,7 +142,38 @@ class Column:
             out["fill"] = self.fill
         if self.categories is not None:
             out["categories"] = list(self.categories)
+        if self.protocol is not None:
+            out["protocol"] = self.protocol
+            out["epsilon"] = self.epsilon
         return out
+
+    def oracle(self) -> Any:
+        """The :mod:`dpkit.local` frequency oracle of a ``local`` column."""
+        from dpkit.local import GRR, HadamardResponse
+
+        assert self.categories is not None and self.epsilon is not None
+        cls = GRR if self.protocol == "GRR" else HadamardResponse
+        return cls(epsilon=self.epsilon, k=len(self.categories))
+
+    @property
+    def report_range(self) -> int:
+        """Number of possible reports of a ``local`` column (valid reports are 0 … this − 1)."""
+        oracle = self.oracle()
+        return int(getattr(oracle, "K", oracle.k))
+
+
+def _local_column(name: str, cats: tuple[str, ...], spec: Mapping[str, Any]) -> Column:
+    protocol = spec.get("protocol")
+    if protocol not in LOCAL_PROTOCOLS:
+        raise DataError(
+            f"column {name}: a local column needs protocol = one of {', '.join(LOCAL_PROTOCOLS)}."
+        )
+    eps = _finite(spec.get("epsilon"), f"column {name} epsilon")
+    if len(cats) < 2 or not 0 < eps <= 50:
+        raise DataError(f"column {name}: a local column needs 2+ categories and 0 < epsilon <= 50.")
+    col = Column(name, "local", categories=cats, protocol=str(protocol), epsilon=eps)
+    col.oracle()  # the protocol calibrates (or refuses) now, at registration
+    return col
 
 
 @dataclass(frozen=True)
@@ -143,11 +197,14 @@ class DatasetSchema:
         if len({c.name for c in columns}) != len(columns):
             raise DataError(f"dataset {name}: column names must be distinct.")
         unit = spec.get("privacy_unit", "row")
-        if unit not in _UNITS:
+        ids = [c.name for c in columns if c.type == "id"]
+        if unit != "row" and (not isinstance(unit, str) or unit not in ids):
             raise DataError(
-                f"dataset {name}: privacy_unit must be 'row' (one row per person); deduplicate "
-                "people to one row each before registering."
+                f"dataset {name}: privacy_unit must be 'row' (one row per person) or the name of "
+                "a column of type 'id' (whose rows belong to one person)."
             )
+        if [u for u in ids if u != unit]:
+            raise DataError(f"dataset {name}: an 'id' column can only be the privacy_unit.")
         return cls(name, columns, unit)
 
     def column(self, name: object) -> Column:
@@ -169,6 +226,17 @@ class DatasetSchema:
 
 def clean_column(col: Column, values: Sequence[Any] | npt.NDArray[Any]) -> npt.NDArray[Any]:
     """Clean one column's raw values by the policy of this module (never raises on a value)."""
+    if col.type == "id":
+        codes: dict[Any, int] = {}
+        return np.fromiter(
+            (MISSING if v is None or v == "" else codes.setdefault(v, len(codes)) for v in values),
+            dtype=np.int64,
+            count=len(values),
+        )
+    if col.type == "local":
+        x = np.asarray(values, dtype=np.float64)
+        ok = np.isfinite(x) & (x == np.rint(x)) & (x >= 0) & (x < col.report_range)
+        return np.where(ok, np.nan_to_num(x), MISSING).astype(np.int64)
     if col.type == "category":
         assert col.categories is not None
         index = {c: i for i, c in enumerate(col.categories)}
@@ -219,7 +287,11 @@ def dummy_table(schema: DatasetSchema, rows: int = 1000) -> Table:
     gen = np.random.default_rng(seed)
     cols: dict[str, npt.NDArray[Any]] = {}
     for c in schema.columns:
-        if c.type == "category":
+        if c.type == "id":  # about three rows per unit, so that bounding has work to do
+            cols[c.name] = gen.integers(0, max(1, rows // 3), rows)
+        elif c.type == "local":
+            cols[c.name] = gen.integers(0, c.report_range, rows)
+        elif c.type == "category":
             assert c.categories is not None
             cols[c.name] = gen.integers(0, len(c.categories), rows)
         else:

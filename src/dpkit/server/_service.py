@@ -16,9 +16,9 @@ import numpy as np
 from dpkit.errors import DataError, DPKitError
 from dpkit.server._auth import Principal, key_id, new_key, verify_key
 from dpkit.server._config import ServerConfig
+from dpkit.server._default import default_registry
 from dpkit.server._ingest import load_table, read_source, resolve_source, store_table
 from dpkit.server._ledger import Charge, Ledger
-from dpkit.server._queries import stats_registry
 from dpkit.server._registry import Meter, QueryRegistry
 from dpkit.server._schema import DatasetSchema, Table, check_name, dummy_table
 
@@ -73,7 +73,7 @@ class Curator:
 
     def __init__(self, config: ServerConfig, registry: QueryRegistry | None = None) -> None:
         self.config = config
-        self.registry = registry or stats_registry()
+        self.registry = registry or default_registry(max_synthetic_rows=config.max_synthetic_rows)
         self.ledger = Ledger(config.ledger)
         self.tables: dict[str, Table] = {}
         self.dummies: dict[str, Table] = {}
