@@ -177,8 +177,10 @@ BAD: list[tuple[dict[str, Any], str]] = [
     ({"by": ["region"], "max_rows_per_unit": -1}, "max_rows_per_unit"),
     ({"by": ["region"], "aggregations": [{"stat": "median"}]}, "stat in"),
     ({"by": ["region"], "aggregations": [{"stat": "mean", "column": "region"}]}, "numeric"),
-    ({"by": ["region"], "aggregations": [{"stat": "mean", "column": "spend",
-                                          "bounds": [5, 1]}]}, "reversed"),  # fmt: skip
+    (
+        {"by": ["region"], "aggregations": [{"stat": "sum", "column": "spend", "bounds": [5, 1]}]},
+        "reversed",
+    ),
     ({"by": ["region"], "aggregations": [{"stat": "count", "column": "spend"}]}, "unknown"),
     ({"by": ["region"], "aggregations": []}, "aggregations must be"),
     ({"by": ["region"], "keys": ["mars"]}, "not one of its categories"),
