@@ -96,6 +96,10 @@ def demo() -> None:
                 counts = ", ".join(f"{k} {v:.0f}" for k, v in zip(h.labels or (), h.value,
                                                                    strict=False))  # fmt: skip
                 print(f"histogram(region): {counts}  ε = 0.3")
+                g = c.group_by("households", "region", {"stat": "mean", "column": "income"},
+                               epsilon=0.2)  # fmt: skip
+                means = ", ".join(f"{r['region']} {r['mean_income']:.1f}" for r in g.rows[:4])
+                print(f"group_by(region) mean(income): {means}  ε = 0.2")
                 again = c.result(m.id or "")
                 print(f"fetched again by id (no charge): mean(age) = {again.value:.2f}")
                 left = c.budget()[0]["remaining_epsilon"]
