@@ -136,8 +136,9 @@ class Curator:
 
     # -- queries --------------------------------------------------------------------------------
     def query(self, dataset: str, query: str, **params: Any) -> Any:
-        """Send one query (any registered type); returns a :class:`RemoteRelease`, or the
-        price (a dict) for ``dry_run=True``."""
+        """Send one query (any registered type); returns a :class:`RemoteRelease` (a
+        :class:`RemoteTable` for ``group_by`` and ``synthesize``, a :class:`RemoteFrequencies`
+        for ``local_frequencies``), or the price (a dict) for ``dry_run=True``."""
         body = {"dataset": dataset, "query": query, **params}
         if not body.get("dry_run") and not body.get("dummy"):
             body.setdefault("idempotency_key", uuid.uuid4().hex)

@@ -3,7 +3,9 @@
 Seed 000 §3: "some curator keeps the data and users send queries about the data". The service
 keeps cleaned datasets with public schemas, authenticates admins and analysts by hashed API keys,
 prices each query from the request alone, charges it in one durable ledger transaction (SQLite or
-PostgreSQL) before computing it with :mod:`dpkit.stats`, and stores the answer with its charge.
+PostgreSQL) before computing it with :mod:`dpkit.stats` (or, through the same registry,
+:mod:`dpkit.frame` group-by queries, :mod:`dpkit.release` synthetic data, and free aggregation of
+:mod:`dpkit.local` reports), and stores the answer with its charge.
 Start it with ``dpkit serve --config curator.toml``; query it with :class:`dpkit.client.Curator`.
 See ``docs/server.md`` (deployment, configuration, threat model).
 

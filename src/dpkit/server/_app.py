@@ -204,7 +204,7 @@ def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> A
 
     query_schema = {
         "type": "object",
-        "required": ["dataset", "query", "epsilon"],
+        "required": ["dataset", "query"],  # local_frequencies is free: it takes no epsilon
         "properties": {
             "dataset": {"type": "string"},
             "query": {"type": "string", "enum": curator.registry.names()},
@@ -216,6 +216,14 @@ def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> A
             "q": {"type": "array", "items": {"type": "number"}},
             "bins": {},
             "alpha": {"type": "number"},
+            "by": {"type": "array", "items": {"type": "string"}},  # group_by (docs/server.md)
+            "aggregations": {"type": "array", "items": {"type": "object"}},
+            "keys": {},
+            "max_rows": {"type": "integer"},
+            "max_groups": {"type": "integer"},
+            "max_rows_per_unit": {"type": "integer"},
+            "rows": {"type": "integer"},  # synthesize
+            "method": {"type": "string"},
             "dry_run": {"type": "boolean"},
             "dummy": {"type": "boolean"},
             "idempotency_key": {"type": "string"},

@@ -48,7 +48,8 @@ def _alpha(params: Mapping[str, Any]) -> float:
 def _numeric(schema: DatasetSchema, name: object) -> Column:
     col = schema.column(name)
     if col.bounds is None:
-        raise DataError(f"column {col.name} is {col.type}; this query needs a numeric column.")
+        what = "categorical" if col.type == "category" else f"of type {col.type}"
+        raise DataError(f"column {col.name} is {what}; this query needs a numeric column.")
     return col
 
 

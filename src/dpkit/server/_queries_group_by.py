@@ -67,7 +67,9 @@ def _key_columns(params: Mapping[str, Any], schema: DatasetSchema) -> list[Colum
         raise DataError("by must not repeat a column.")
     for c in cols:
         if c.type not in ("category", "int"):
-            raise DataError(f"column {c.name} is {c.type}; group by categorical or int columns.")
+            raise DataError(
+                f"column {c.name} is of type {c.type}; group by categorical or int columns."
+            )
     return cols
 
 
@@ -149,7 +151,9 @@ def _aggregations(params: Mapping[str, Any], schema: DatasetSchema) -> list[Any]
         check_keys(a, {"stat", "column", "bounds"} | ({"q"} if stat == "quantiles" else set()))
         col = schema.column(a.get("column"))
         if col.bounds is None:
-            raise DataError(f"column {col.name} is {col.type}; {stat} needs a numeric column.")
+            raise DataError(
+                f"column {col.name} is of type {col.type}; {stat} needs a numeric column."
+            )
         bounds = a.get("bounds", list(col.bounds))
         if not isinstance(bounds, list) or len(bounds) != 2:
             raise DataError("an aggregation's bounds must be [low, high].")

@@ -40,7 +40,9 @@ def prepare_local_frequencies(params: Mapping[str, Any], schema: DatasetSchema) 
     check_keys(params, _ALLOWED)
     col = schema.column(params.get("column"))
     if col.type != "local":
-        raise DataError(f"column {col.name} is {col.type}; this query needs a local column.")
+        raise DataError(
+            f"column {col.name} is of type {col.type}; this query needs a local column."
+        )
     alpha = params.get("alpha", 0.05)
     if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha < 1:
         raise DataError("alpha must be in (0, 1), e.g. 0.05 for 95% intervals.")

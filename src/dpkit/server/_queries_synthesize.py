@@ -43,7 +43,7 @@ def _columns(params: Mapping[str, Any], schema: DatasetSchema) -> list[Column]:
         raise DataError(f"columns must be a list of 1 to {MAX_COLUMNS} column names.")
     for c in cols:
         if c.type not in ("float", "int", "category"):
-            raise DataError(f"column {c.name} is {c.type}; it cannot be synthesized.")
+            raise DataError(f"column {c.name} is of type {c.type}; it cannot be synthesized.")
     if not 1 <= len(cols) <= MAX_COLUMNS:
         raise DataError(f"synthesize needs 1 to {MAX_COLUMNS} numeric or categorical columns.")
     return cols
