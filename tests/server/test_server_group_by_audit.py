@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from dpkit.audit import epsilon_lower_bound
+from dpkit.errors import DataError
 from dpkit.server import DatasetSchema, default_registry
 from dpkit.server._registry import Meter
 from dpkit.server._schema import Table, dummy_table
@@ -86,3 +87,25 @@ def test_seeded_answers_match_the_exact_bounded_values(seed: int) -> None:
         for name, value in exact.items():
             # 3 widths of the 95% interval are about 18 discrete Laplace scales: p ≈ 1.5e-8.
             assert abs(r[name] - value) <= 3 * (r[f"{name}_hi"] - r[f"{name}_lo"]), (name, r)
+
+
+def test_int_keys_default_to_their_integers_or_are_listed() -> None:
+    schema = DatasetSchema.from_dict({"name": "t", "columns": [
+        {"name": "kids", "type": "int", "bounds": [0, 3]},
+        {"name": "year", "type": "int", "bounds": [0, 20_000]},
+        {"name": "age", "type": "int", "bounds": [0, 9_999]},
+    ]})  # fmt: skip
+    reg, dummy = default_registry(), dummy_table(schema, 200)
+    out = reg.prepare("group_by", {"by": ["kids"], "epsilon": 1.0}, schema, dummy)
+    assert [r["kids"] for r in out.compute(dummy, 0, Meter(1.0, 0.0)).value] == [0, 1, 2, 3]
+    with pytest.raises(DataError, match="more than 10000 integer values"):
+        reg.prepare("group_by", {"by": ["year"], "epsilon": 1.0}, schema, dummy)
+    listed = {"by": ["year"], "keys": [1999, 2000], "epsilon": 1.0}
+    rows = reg.prepare("group_by", listed, schema, dummy).compute(dummy, 0, Meter(1.0, 0.0))
+    assert [r["year"] for r in rows.value] == [1999, 2000]
+    for bad in ([20_001], [1.5], ["1999"], [True]):
+        with pytest.raises(DataError, match="not an integer within its bounds"):
+            reg.prepare("group_by", {**listed, "keys": bad}, schema, dummy)
+    with pytest.raises(DataError, match="combinations"):
+        reg.prepare("group_by", {"by": ["kids", "age"], "keys": None, "epsilon": 1.0},
+                    schema, dummy)  # fmt: skip

@@ -223,3 +223,26 @@ def test_free_entries_may_not_charge() -> None:
         reg.prepare("cheat", {}, schema, dummy_table(schema, 10))
     with pytest.raises(Exception, match="may not charge"):
         count(np.ones(3), epsilon=1.0, accountant=Meter(0.0, 0.0))
+
+
+def test_free_and_grouped_queries_on_postgres(make_server: Any, pg_db: str) -> None:
+    """The zero-cost charge and a group-by go through the PostgreSQL ledger like any other."""
+    srv = make_server(ledger=pg_db)
+    write_reports(srv.root / "imports")
+    srv.admin("POST", "/v1/admin/datasets", TELEMETRY)
+    aid, key = _grant(srv, "olga")
+    srv.admin("PUT", "/v1/admin/budgets", {"analyst": aid, "dataset": "survey", "epsilon": 1.0})
+    with Curator(srv.url, key) as c:
+        f = c.local_frequencies("telemetry", "page", idempotency_key="pg-1")
+        assert (
+            f.n == USERS - len(DIRTY)
+            and c.local_frequencies("telemetry", "page", idempotency_key="pg-1").raw["replayed"]
+        )
+        t = c.group_by("survey", "sex", epsilon=0.5)
+        assert [r["sex"] for r in t.rows] == ["f", "m", "(other)"]
+        spent = {b["dataset"]: b["spent_epsilon"] for b in c.budget()}
+        assert spent == {"telemetry": 0.0, "survey": pytest.approx(0.5)}
+    ledger = srv.admin("GET", "/v1/admin/ledger")["charges"]
+    assert sorted((ch["query"], ch["epsilon"]) for ch in ledger) == [
+        ("group_by", 0.5), ("local_frequencies", 0.0)
+    ]  # fmt: skip

@@ -89,7 +89,9 @@ def _code(col: Column, value: object) -> int:
         if not isinstance(value, str) or value not in labels:
             raise DataError(f"a key of column {col.name} is not one of its categories.")
         return labels.index(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value not in _int_domain(col):
+    assert col.bounds is not None
+    lo, hi = math.floor(col.bounds[0]), math.ceil(col.bounds[1])
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
         raise DataError(f"a key of column {col.name} is not an integer within its bounds.")
     return value
 
