@@ -224,3 +224,23 @@ def test_a_row_dataset_groups_rows(client: Curator) -> None:
     # about 1000 rows per sex, mean age near 54 (uniform 18..90, a few cells filled with 50)
     for r in t.rows[:2]:
         assert 40 < r["mean_age"] < 70
+
+
+def test_client_sends_library_aggregations_as_json() -> None:
+    from dpkit.client._curator import _aggregation
+    from dpkit.server._dashboard import _num
+
+    assert _aggregation(dpf.quantiles("x", [0.1], bounds=(0, 1))) == {
+        "stat": "quantiles", "column": "x", "bounds": [0.0, 1.0], "q": [0.1]
+    }  # fmt: skip
+    assert _aggregation(dpf.count_units()) == {"stat": "count_units"}
+    assert _aggregation({"stat": "sum", "column": "x"}) == {"stat": "sum", "column": "x"}
+    with pytest.raises(DataError, match="alias"):
+        _aggregation(dpf.mean("x", bounds=(0, 1), alias="m"))
+    with pytest.raises(DataError, match="group_by answers"):
+        _aggregation(dpf.histogram("x", bins=[0, 1]))
+    with pytest.raises(DataError, match="aggregations must be"):
+        _aggregation("count")
+    # The dashboard shortens rows of a table answer as it does lists.
+    row = {f"c{i}": float(i) for i in range(8)}
+    assert _num([row]) == "[{c0: 0, c1: 1, c2: 2, c3: 3, c4: 4, c5: 5, …}]"

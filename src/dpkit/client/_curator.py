@@ -293,6 +293,8 @@ def _aggregation(a: Any) -> dict[str, Any]:
     stat, column = getattr(a, "stat", None), getattr(a, "column", None)
     if not isinstance(stat, str):
         raise DataError("aggregations must be dpkit.frame aggregations or JSON objects.")
+    if stat == "histogram":
+        raise DataError("group_by answers count, count_units, sum, mean, var, std, quantiles.")
     default = _DEFAULT_NAMES.get(stat, f"{stat}_{{}}").format(column)
     if getattr(a, "alias", default) != default:
         raise DataError("the curator names aggregations itself; leave alias out.")
@@ -303,8 +305,6 @@ def _aggregation(a: Any) -> dict[str, Any]:
         out["bounds"] = list(a.bounds)
     if stat == "quantiles":
         out["q"] = list(a.qs)
-    if stat == "histogram":
-        raise DataError("group_by answers count, count_units, sum, mean, var, std, quantiles.")
     return out
 
 

@@ -39,6 +39,9 @@ def _num(v: Any) -> str:
     if isinstance(v, list):
         shown = ", ".join(_num(t) for t in v[:6])
         return f"[{shown}{', …' if len(v) > 6 else ''}]"
+    if isinstance(v, dict):  # a group-by or synthetic row, a local estimate: shortened too
+        shown = ", ".join(f"{k}: {_num(t)}" for k, t in list(v.items())[:6])
+        return f"{{{shown}{', …' if len(v) > 6 else ''}}}"
     return "–" if v is None else str(v)
 
 
