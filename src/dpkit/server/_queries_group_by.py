@@ -193,7 +193,25 @@ def _json_float(v: Any) -> float | None:
 
 
 def prepare_group_by(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
-    """Validate and price a ``group_by`` request from the request and the public schema."""
+    """Validate and price a ``group_by`` request from the request and the public schema.
+
+    Notes
+    -----
+    Privacy guarantee: the answer is (ε, δ)-DP for adding or removing one privacy unit of the
+    schema (all of a person's rows), by :meth:`dpkit.frame.GroupedQuery.release` with the
+    request's public contribution bounds; the price is that release's plan, so the meter that
+    holds it refuses anything more.
+
+    Examples
+    --------
+    >>> from dpkit.server import DatasetSchema
+    >>> schema = DatasetSchema.from_dict({"name": "v", "privacy_unit": "user", "columns": [
+    ...     {"name": "user", "type": "id"},
+    ...     {"name": "city", "type": "category", "categories": ["a", "b"]}]})
+    >>> p = prepare_group_by({"by": ["city"], "max_rows": 2, "epsilon": 1.0}, schema)
+    >>> p.statistic, p.epsilon, p.delta
+    ('group_by', 1.0, 0.0)
+    """
     try:
         import polars as pl
 

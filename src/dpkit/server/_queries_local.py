@@ -31,7 +31,24 @@ _ALLOWED = {"column", "alpha"}
 
 
 def prepare_local_frequencies(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
-    """Validate a ``local_frequencies`` request: a ``local`` column, and ``alpha``."""
+    """Validate a ``local_frequencies`` request: a ``local`` column, and ``alpha``.
+
+    Notes
+    -----
+    Privacy guarantee: none is spent centrally. Each report is ε-LDP for its user's value (the
+    column's declared protocol and ε, :mod:`dpkit.local`), and the estimate is a function of the
+    reports only (post-processing). The number of valid reports is released exactly.
+
+    Examples
+    --------
+    >>> from dpkit.server import DatasetSchema
+    >>> schema = DatasetSchema.from_dict({"name": "t", "columns": [
+    ...     {"name": "page", "type": "local", "protocol": "GRR", "epsilon": 1.0,
+    ...      "categories": ["a", "b", "c"]}]})
+    >>> p = prepare_local_frequencies({"column": "page"}, schema)
+    >>> p.free, p.epsilon
+    (True, 0.0)
+    """
     if "epsilon" in params or "delta" in params:
         raise DataError(
             "local_frequencies costs no budget (post-processing of reports randomized on "

@@ -73,7 +73,24 @@ def _decode(col: Column, values: Any) -> list[Any]:
 
 
 def synthesize_entry(max_rows: int) -> Callable[[Mapping[str, Any], DatasetSchema], Prepared]:
-    """The ``synthesize`` entry, answering at most ``max_rows`` rows (the service's cap)."""
+    """The ``synthesize`` entry, answering at most ``max_rows`` rows (the service's cap).
+
+    Notes
+    -----
+    Privacy guarantee: the fit is ρ-zCDP for adding or removing one row (the largest ρ that
+    converts to the request's (ε, δ), :class:`dpkit.release.Synthesizer`), hence (ε, δ)-DP; the
+    rows are sampled from the fitted model (post-processing). Refused on datasets with several
+    rows per person.
+
+    Examples
+    --------
+    >>> from dpkit.server import DatasetSchema
+    >>> schema = DatasetSchema.from_dict(
+    ...     {"name": "s", "columns": [{"name": "x", "type": "float", "bounds": [0, 1]}]})
+    >>> p = synthesize_entry(100)({"rows": 10, "epsilon": 1.0, "delta": 1e-6}, schema)
+    >>> p.statistic, p.epsilon, p.delta
+    ('synthesize', 1.0, 1e-06)
+    """
 
     def prepare(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
         from dpkit.release import Domain, Synthesizer
