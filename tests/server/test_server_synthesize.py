@@ -146,3 +146,28 @@ def test_only_row_datasets_and_plain_columns_are_synthesized() -> None:
         reg.prepare("synthesize", {**params, "columns": ["page"]}, reports, dummy_table(reports))
     out = reg.prepare("synthesize", params, reports, dummy_table(reports, 50))
     assert out.epsilon == 1.0  # by default, the local column is left out
+
+
+def test_an_underpriced_synthesizer_is_refused_before_any_charge() -> None:
+    """Negative control: an entry that prices the fit at half its zCDP event is caught by the
+    registry's probe (the meter holding the price refuses the fit's charge) and refused."""
+    from dataclasses import replace
+
+    from dpkit.errors import PrivacyParameterError
+    from dpkit.server import QueryRegistry
+    from dpkit.server._queries_synthesize import synthesize_entry
+
+    honest = synthesize_entry(100)
+
+    def cheap(params: Any, schema: DatasetSchema) -> Any:
+        p = honest(params, schema)
+        return replace(p, epsilon=p.epsilon / 2)
+
+    reg = QueryRegistry()
+    reg.register("cheap", cheap)
+    schema = DatasetSchema.from_dict(
+        {"name": "t", "columns": [{"name": "x", "type": "float", "bounds": [0, 1]}]}
+    )
+    with pytest.raises(PrivacyParameterError, match="does not fit the price"):
+        reg.prepare("cheap", {"rows": 5, "epsilon": 1.0, "delta": 1e-6}, schema,
+                    dummy_table(schema, 50))  # fmt: skip
