@@ -31,6 +31,8 @@ from dpkit.frame._aggs import Measure
 from dpkit.frame._selection import KeySelection
 from dpkit.mechanisms._tails import discrete_gaussian_quantile, discrete_laplace_quantile
 from dpkit.noise import sampled_sigma
+from dpkit.noise._discrete import DLAP_MAX_NUMERATOR
+from dpkit.noise._scales import rational_at_least
 
 __all__ = ["Bounding", "MeasureNoise", "NoisePlan", "noise_plan", "rho_for"]
 
@@ -161,6 +163,29 @@ def _row_max(measure: Measure, k: int) -> int:
     return max(abs(math.floor(math.ldexp(lo, k))), abs(math.floor(math.ldexp(hi, k))))
 
 
+def _check_row_max(m: Measure, a: int, epsilon: float) -> None:
+    """Refuse (before anything is charged) a measure whose per-row integers are all 0: the noise
+    is then over 2^20 times its bounds, and its zero sensitivity would divide by zero."""
+    if a < 1:
+        raise PrivacyParameterError(
+            f"epsilon={epsilon} is too small for the bounds of {m.kind} measures (the noise "
+            "would be over a million times their width); use a larger epsilon or tighter "
+            "contribution bounds."
+        )
+
+
+def _check_laplace(scale: Fraction, m: Measure, epsilon: float) -> None:
+    """Refuse at planning a Laplace scale the exact sampler would refuse when drawing, i.e.
+    after the charge (the Gaussian branch checks ``_MAX_SIGMA`` for the same reason)."""
+    try:
+        rational_at_least(scale, "scale", max_numerator=DLAP_MAX_NUMERATOR)
+    except PrivacyParameterError:
+        raise PrivacyParameterError(
+            f"epsilon={epsilon} needs Laplace noise wider than dpkit samples for {m.kind} "
+            "measures; use a larger epsilon or tighter contribution bounds."
+        ) from None
+
+
 def noise_plan(
     measures: Sequence[Measure],
     bounding: Bounding,
@@ -187,8 +212,10 @@ def noise_plan(
             eps_j = eps_m * share
             k = _exponent(m, factor * total / eps_j)
             a = _row_max(m, k)
+            _check_row_max(m, a, epsilon)
             l1 = factor * total * a
             scale = Fraction(l1) / Fraction(eps_j)
+            _check_laplace(scale, m, epsilon)
             spent = float(Fraction(l1) / scale)
             out.append(MeasureNoise(m, k, a, l1, float(l1), coords, "laplace", scale, spent, 0.0))
         else:
@@ -196,6 +223,7 @@ def noise_plan(
             l2_unit = factor * math.sqrt(total * c)
             k = _exponent(m, l2_unit / math.sqrt(2.0 * rho_j))
             a = _row_max(m, k)
+            _check_row_max(m, a, epsilon)
             l2 = math.nextafter(l2_unit * a, math.inf)
             if coords == 1:
                 l2 = float(factor * total * a)  # exactly an integer then

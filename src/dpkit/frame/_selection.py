@@ -37,6 +37,8 @@ from dpkit.accounting import ApproxDPEvent, Event
 from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms._tails import discrete_gaussian_quantile
 from dpkit.noise import discrete_gaussian, discrete_laplace, sampled_sigma
+from dpkit.noise._discrete import DLAP_MAX_NUMERATOR
+from dpkit.noise._scales import rational_at_least
 
 __all__ = [
     "METHODS",
@@ -152,6 +154,8 @@ def key_selection(
         return KeySelection(method, epsilon, delta, k, probabilities=tuple(p.tolist()))
     if method == "laplace":
         scale = Fraction(k) / Fraction(epsilon)
+        # the sampler would refuse a scale this wide only when drawing, after the charge
+        rational_at_least(scale, "selection scale", max_numerator=DLAP_MAX_NUMERATOR)
         r = math.exp(-1.0 / float(scale))
         delta_k = -math.expm1(math.log1p(-delta) / k) - _FLOAT_SLACK
         # P(Z ≥ m) = r^m / (1 + r) for m ≥ 1; the key of a lone unit has 1 + Z ≥ τ iff Z ≥ τ − 1.
