@@ -43,6 +43,7 @@ _ALLOWED = {"by", "aggregations", "keys", "max_rows", "max_groups", "max_rows_pe
             "epsilon", "delta", "alpha"}  # fmt: skip
 _STATS = ("count", "count_units", "sum", "mean", "var", "std", "quantiles")
 _OTHER = "(other)"
+_MAX_INT_KEY = 2.0**53
 
 
 def _int_domain(col: Column) -> list[int]:
@@ -69,6 +70,12 @@ def _key_columns(params: Mapping[str, Any], schema: DatasetSchema) -> list[Colum
         if c.type not in ("category", "int"):
             raise DataError(
                 f"column {c.name} is of type {c.type}; group by categorical or int columns."
+            )
+        if c.bounds is not None and max(abs(b) for b in c.bounds) > _MAX_INT_KEY:
+            # Keys are cast to Int64: a value past 2^63 fails the cast, and only if the data
+            # hold one (a private fact); within ±2^53 every cleaned value is an exact integer.
+            raise DataError(
+                f"column {c.name} has bounds beyond ±2^53; it cannot be a group-by key."
             )
     return cols
 

@@ -203,8 +203,13 @@ class DatasetSchema:
                 f"dataset {name}: privacy_unit must be 'row' (one row per person) or the name of "
                 "a column of type 'id' (whose rows belong to one person)."
             )
-        if [u for u in ids if u != unit]:
-            raise DataError(f"dataset {name}: an 'id' column can only be the privacy_unit.")
+        if [u for u in ids if u != unit] or (ids and unit == "row"):
+            # An id column named "row" would read as the keyword "row" (one row per person): the
+            # row-level statistics would then run on a dataset whose people have several rows.
+            raise DataError(
+                f"dataset {name}: an 'id' column can only be the privacy_unit (and cannot be "
+                "named 'row', which means one row per person)."
+            )
         return cls(name, columns, unit)
 
     def column(self, name: object) -> Column:
@@ -224,12 +229,19 @@ class DatasetSchema:
         }
 
 
+def _missing_id(v: object) -> bool:
+    """A missing id: null, empty text, or a float NaN (a Parquet float column, or "NaN" in a CSV
+    column of numbers). NaN must not become an id: no two NaN are equal, so each of its rows
+    would count as a person of its own, whoever they belong to."""
+    return v is None or v == "" or (isinstance(v, float) and math.isnan(v))
+
+
 def clean_column(col: Column, values: Sequence[Any] | npt.NDArray[Any]) -> npt.NDArray[Any]:
     """Clean one column's raw values by the policy of this module (never raises on a value)."""
     if col.type == "id":
         codes: dict[Any, int] = {}
         return np.fromiter(
-            (MISSING if v is None or v == "" else codes.setdefault(v, len(codes)) for v in values),
+            (MISSING if _missing_id(v) else codes.setdefault(v, len(codes)) for v in values),
             dtype=np.int64,
             count=len(values),
         )
