@@ -222,3 +222,37 @@ def test_an_id_column_named_row_is_refused(unit: str | None) -> None:
     spec["columns"][0]["name"] = "user"
     spec["privacy_unit"] = "user"
     assert DatasetSchema.from_dict(spec).privacy_unit == "user"
+
+
+def test_a_meter_cannot_be_split_around_its_price() -> None:
+    # Accountant.split spends without calling charge(): a free entry's Meter(0, 0), whose
+    # placeholder budget is ε = 1, handed out children worth ε = 1 and noise was drawn uncharged
+    # (the free check only watched charge()).
+    import numpy as np
+
+    import dpkit.stats as st
+    from dpkit.server import Answer, DatasetSchema, Meter, Prepared, QueryRegistry
+    from dpkit.server._schema import dummy_table
+
+    def compute(t: Any, rng: Any, meter: Any) -> Answer:
+        part = meter.split(2)[0]
+        x = t.columns["x"]
+        rel = st.count(
+            x, epsilon=part.budget.epsilon, accountant=part, rng=np.random.default_rng(0)
+        )
+        return Answer(float(rel.value))
+
+    reg = QueryRegistry()
+    reg.register("sneaky", lambda params, schema: Prepared("sneaky", 0.0, 0.0, compute, free=True))
+    reg.register("split", lambda params, schema: Prepared("split", 1.0, 0.0, compute))
+    schema = DatasetSchema.from_dict({"name": "t", "columns": [{"name": "x", "bounds": [0, 1]}]})
+    dummy = dummy_table(schema, 50)
+    with pytest.raises(PrivacyParameterError, match="tried to charge"):
+        reg.prepare("sneaky", {}, schema, dummy)
+    with pytest.raises(DPKitError):
+        Meter(0.0, 0.0).split(2)
+    # a priced entry may split its meter: that spends the whole price, and is recorded as spent
+    prepared = reg.prepare("split", {}, schema, dummy)
+    meter = Meter(prepared.epsilon, prepared.delta)
+    prepared.compute(dummy, 1, meter)
+    assert meter.charged and meter.spent.epsilon == pytest.approx(1.0)

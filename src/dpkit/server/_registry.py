@@ -91,6 +91,18 @@ class Meter(Accountant):
         if self._probe:
             raise _Priced
 
+    def split(self, n: int, *, label: str | None = "split") -> list[Accountant]:
+        # Accountant.split spends the remainder without calling charge(): without this, a free
+        # meter (whose placeholder budget is ε = 1) would hand out real budget uncharged, and a
+        # priced one would not record that noise may follow (a later failure would be refunded).
+        if self._free:
+            raise BudgetExceededError("a free (post-processing) query may not charge privacy.")
+        parts = super().split(n, label=label)
+        self.charged = True
+        if self._probe:
+            raise _Priced
+        return parts
+
 
 def check_keys(params: Mapping[str, Any], allowed: set[str]) -> None:
     """Refuse parameters an entry does not know (a misspelt ``epsilon`` must not pass)."""
