@@ -256,3 +256,22 @@ def test_a_meter_cannot_be_split_around_its_price() -> None:
     meter = Meter(prepared.epsilon, prepared.delta)
     prepared.compute(dummy, 1, meter)
     assert meter.charged and meter.spent.epsilon == pytest.approx(1.0)
+
+
+def test_bounds_whose_width_overflows_are_refused_before_the_dataset_is_stored(
+    tmp_path: Path,
+) -> None:
+    # [-1e308, 1e308] passed the schema; the dummy's uniform draw then raised OverflowError after
+    # the dataset was stored, and every later start of the service failed installing it.
+    (tmp_path / "imp").mkdir()
+    (tmp_path / "imp" / "t.csv").write_text("x\n1\n2\n3\n")
+    base = {"ledger": str(tmp_path / "l.db"), "data_dir": tmp_path / "data",
+            "import_dir": tmp_path / "imp"}  # fmt: skip
+    cur = Curator(ServerConfig(**base))  # type: ignore[arg-type]
+    cur.start()
+    spec = {"name": "t", "source": "t.csv", "total_epsilon": 1.0,
+            "columns": [{"name": "x", "bounds": [-1e308, 1e308]}]}  # fmt: skip
+    with pytest.raises(DataError, match="too far apart"):
+        cur.register_dataset(spec)
+    assert cur.ledger.datasets() == []
+    Curator(ServerConfig(**base)).start()  # type: ignore[arg-type]

@@ -126,6 +126,10 @@ class Column:
         lo, hi = _finite(b[0], f"column {name} bounds"), _finite(b[1], f"column {name} bounds")
         if not lo < hi:
             raise DataError(f"column {name}: bounds must satisfy low < high.")
+        if not math.isfinite(hi - lo):
+            # the dummy's uniform draw (and every width-based scale) overflows; refused here,
+            # before the dataset is stored, or each start of the service would fail on it
+            raise DataError(f"column {name}: bounds are too far apart (high - low overflows).")
         fill = spec.get("fill")
         f = (lo + hi) / 2 if fill is None else _finite(fill, f"column {name} fill")
         if not lo <= f <= hi:
