@@ -142,3 +142,13 @@ def test_bad_partition_count_is_refused_before_charging(bad: object) -> None:
     assert float(acct.spent.epsilon) == 0.0  # type: ignore[attr-defined]
     with pytest.raises(PrivacyParameterError, match="partitions"):
         g.bounded_aggregates(partitions=bad)
+
+
+def test_empty_table_in_partitions_is_answered_like_one_pass() -> None:
+    empty = _table(6).clear()
+    g = dpf.Query(empty, privacy_unit="user").group_by("key", public_keys=["a", "b"])
+    g = g.agg(dpf.count(), dpf.quantiles("x", 0.5, bounds=B))
+    one = g.bounded_aggregates(seed=1)
+    assert _equal(one, g.bounded_aggregates(seed=1, partitions=4))
+    a = g.release(epsilon=1.0, rng=3)
+    assert a.frame.height == 2 and a.frame.equals(g.release(epsilon=1.0, rng=3, partitions=4).frame)
