@@ -8,9 +8,11 @@ on a shared machine do not.
     PYTHONPATH=src flock /tmp/dpkit-heavy.lock python benchmarks/frame.py [--rows N]
     PYTHONPATH=src flock /tmp/dpkit-heavy.lock python benchmarks/frame.py --parquet 100000000
 
-``--parquet N`` writes N rows to a temporary Parquet file, runs the release through the streaming
-engine from ``pl.scan_parquet`` in a child process, reports its peak resident memory, and deletes
-the file.
+``--parquet N`` writes N rows to a temporary Parquet file (1M units, Zipf keys), runs the release
+from ``pl.scan_parquet`` in a child process, reports its time and peak resident memory, and
+deletes the file. ``--partitions P`` (default 16) bounds the units in P hash partitions, one pass
+each; ``--engine streaming`` (default) or ``auto`` (Polars' in-memory engine, per partition).
+``--partitions 1`` is the single pass.
 """
 
 from __future__ import annotations
@@ -217,17 +219,20 @@ def pipelinedp_part(rows: list[tuple[str, ...]]) -> None:
     )
 
 
-def parquet_child(path: str) -> None:
+def parquet_child(path: str, partitions: int, engine: str) -> None:
     lf = pl.scan_parquet(path)
     q = dpkit_query(lf, public=False)
     t = time.perf_counter()
-    r = q.release(epsilon=EPS, delta=DELTA, streaming=True)
+    r = q.release(epsilon=EPS, delta=DELTA, streaming=engine == "streaming", partitions=partitions)
     dt = time.perf_counter() - t
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2  # KiB → GiB
-    print(f"streamed {path}: {r.frame.height} keys released in {dt:.1f} s, peak RSS {peak:.2f} GiB")
+    print(
+        f"{path} ({engine} engine, {partitions} partition(s)): {r.frame.height} keys released "
+        f"in {dt:.1f} s, peak RSS {peak:.2f} GiB (Polars {pl.__version__})"
+    )
 
 
-def parquet_part(rows_n: int) -> None:
+def parquet_part(rows_n: int, partitions: int, engine: str) -> None:
     with tempfile.TemporaryDirectory(dir=os.environ.get("DPKIT_BENCH_TMP")) as tmp:
         path = os.path.join(tmp, "frame.parquet")
         chunk = 10_000_000
@@ -246,7 +251,8 @@ def parquet_part(rows_n: int) -> None:
         writer.close()
         size = os.path.getsize(path) / 1024**3
         print(f"wrote {rows_n:,} rows to Parquet ({size:.2f} GiB)")
-        subprocess.run([sys.executable, __file__, "--child", path], check=True)
+        child = [sys.executable, __file__, "--child", path, "--partitions", str(partitions)]
+        subprocess.run([*child, "--engine", engine], check=True)
     print("Parquet file deleted")
 
 
@@ -256,13 +262,15 @@ def main() -> None:
     ap.add_argument("--spark-rows", type=int, default=1_000_000)
     ap.add_argument("--parquet", type=int, default=0)
     ap.add_argument("--child", default="")
+    ap.add_argument("--partitions", type=int, default=16)
+    ap.add_argument("--engine", choices=("streaming", "auto"), default="streaming")
     ap.add_argument("--no-spark", action="store_true")
     a = ap.parse_args()
     if a.child:
-        parquet_child(a.child)
+        parquet_child(a.child, a.partitions, a.engine)
         return
     if a.parquet:
-        parquet_part(a.parquet)
+        parquet_part(a.parquet, a.partitions, a.engine)
         return
     rows: list[tuple[str, ...]] = []
     polars_part(a.rows, rows)

@@ -13,6 +13,7 @@ from dpkit.frame._calibrate import Bounding, NoisePlan, noise_plan
 from dpkit.frame._engine import as_lazy, polars
 from dpkit.frame._explain import Explanation, FrameRelease
 from dpkit.frame._finish import finish, public_totals
+from dpkit.frame._partition import combine, unit_partition
 from dpkit.frame._pipeline import ALL, ROWS, Layout, bound, prepare
 from dpkit.frame._selection import key_selection
 from dpkit.mechanisms._base import SupportsCharge, charge
@@ -307,18 +308,34 @@ class GroupedQuery:
         plan: NoisePlan,
         seeds: Sequence[int],
         streaming: bool = False,
+        partitions: int = 1,
     ) -> tuple[Any, Any]:
+        pl = polars()
         own = self._q._unit is None
-        prep = prepare(src, layout, plan, seeds, own_unit=own)
-        totals, buckets = bound(prep, layout, plan, self._bounding)
+        if own and partitions > 1:  # number the rows once, before any partition filter
+            src = src.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias(layout.unit))
+            own = False
         engine = "streaming" if streaming else "auto"
-        if buckets is None:
-            return totals.collect(engine=engine), None
-        out: list[Any] = polars().collect_all([totals, buckets], engine=engine)
-        return out[0], out[1]
+        # One pass per partition of the units, run one after another so that only one
+        # partition's bounding state is held at a time; integer totals add up exactly.
+        all_totals: list[Any] = []
+        all_buckets: list[Any] | None = []
+        for part in range(partitions):
+            rows = unit_partition(src, layout.unit, int(seeds[2]), part, partitions)
+            prep = prepare(rows, layout, plan, seeds, own_unit=own)
+            totals, buckets = bound(prep, layout, plan, self._bounding)
+            if buckets is None:
+                all_totals.append(totals.collect(engine=engine))
+                all_buckets = None
+            else:
+                out: list[Any] = pl.collect_all([totals, buckets], engine=engine)
+                all_totals.append(out[0])
+                assert all_buckets is not None
+                all_buckets.append(out[1])
+        return combine(all_totals, all_buckets, layout.keys)
 
     def _exact(
-        self, plan: NoisePlan, seeds: Sequence[int], streaming: bool = False
+        self, plan: NoisePlan, seeds: Sequence[int], streaming: bool = False, partitions: int = 1
     ) -> tuple[Any, Any]:
         """Exact bounded totals (before charging: any data error is raised here)."""
         layout = self._layout()
@@ -335,7 +352,7 @@ class GroupedQuery:
                     "belong to a unit (drop or assign them before the query)."
                 )
         try:
-            out = self._totals(src, layout, plan, seeds, streaming)
+            out = self._totals(src, layout, plan, seeds, streaming, partitions)
         except Exception as exc:
             raise DataError(
                 f"computing the bounded aggregates failed ({type(exc).__name__})."
@@ -354,6 +371,7 @@ class GroupedQuery:
         selection_share: float = 0.5,
         alpha: float = 0.05,
         streaming: bool = False,
+        partitions: int = 1,
     ) -> FrameRelease:
         """Release the noisy per-group aggregates.
 
@@ -379,6 +397,13 @@ class GroupedQuery:
         streaming : bool
             Run the Polars plan on the streaming engine (inputs larger than memory, e.g. a
             ``pl.scan_parquet`` frame).
+        partitions : int
+            Bound the privacy units in this many passes, one hash partition of the units at a
+            time (all rows of a unit in one partition), so that the bounding state of only
+            ``1/partitions`` of the units is in memory at once; each pass reads the input again.
+            The release is bit-identical for every value (exact integer totals): this is a
+            memory/time setting, chosen by the caller, never from the data. Polars engine only
+            (Spark distributes the bounding itself).
 
         Returns
         -------
@@ -392,6 +417,7 @@ class GroupedQuery:
         releases no key.
         """
         a = check_probability(alpha, "alpha")
+        parts = positive_int(partitions, "partitions")
         explanation = self.explain(
             epsilon=epsilon, delta=delta, noise=noise, selection=selection,
             selection_share=selection_share,
@@ -399,7 +425,7 @@ class GroupedQuery:
         plan = explanation.plan
         gen = as_generator(rng)
         seeds = [int(v) for v in gen.integers(0, 2**63 - 1, size=4, dtype="int64")]
-        totals, buckets = self._exact(plan, seeds, streaming)
+        totals, buckets = self._exact(plan, seeds, streaming, parts)
         keys = list(self._layout().keys)
         if self._public is not None:
             totals, buckets = public_totals(totals, buckets, self._public, keys)
@@ -410,17 +436,21 @@ class GroupedQuery:
         )  # fmt: skip
         return FrameRelease(frame, plan.event, explanation)
 
-    def bounded_aggregates(self, *, seed: int = 0) -> Any:
+    def bounded_aggregates(
+        self, *, seed: int = 0, streaming: bool = False, partitions: int = 1
+    ) -> Any:
         """NOT PRIVATE: the exact bounded aggregates, with no noise and no accountant.
 
         For testing a pipeline on data one is allowed to see. Returns per key the exact integer
         sums the release would noise (``__rows``, ``__units``, fixed-point sums at the exponents
-        a release at ε = 1 would use) for the given hash ``seed``.
+        a release at ε = 1 would use) for the given hash ``seed``. ``streaming`` and
+        ``partitions`` are those of :meth:`release` (the totals do not depend on them).
         """
+        parts = positive_int(partitions, "partitions")
         delta = 0.0 if self._public is not None else 1e-9
         plan = self._plan(1.0, delta, None, None, 0.5)
         seeds = [int(v) for v in as_generator(seed).integers(0, 2**63 - 1, size=4, dtype="int64")]
-        totals, buckets = self._exact(plan, seeds)
+        totals, buckets = self._exact(plan, seeds, streaming, parts)
         keys = list(self._layout().keys)
         totals = totals.sort(keys, nulls_last=True)
         if buckets is not None:
