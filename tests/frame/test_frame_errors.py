@@ -51,6 +51,12 @@ BAD: list[tuple[str, Any]] = [
     ("null unit", lambda df: _by(_q(df.with_columns(_NULL_UNIT))).agg(dpf.count())),
     ("bad expression", lambda df: _by(_q(df).with_columns(y=pl.col("nope") * 2)).agg(dpf.count())),
     (
+        "object key",
+        lambda df: _by(
+            _q(df.with_columns(pl.Series("key", df["key"].to_list(), dtype=pl.Object)))
+        ).agg(dpf.count()),
+    ),
+    (
         "runtime cast failure",
         lambda df: _by(_q(df).with_columns(y=pl.col("s").cast(pl.Int64))).agg(
             dpf.sum("y", bounds=(0, 1))
@@ -343,3 +349,13 @@ def test_pandas_with_mixed_types_is_a_data_error_that_does_not_echo_values(colum
     with pytest.raises(DataError) as info:
         dpf.Query(df, privacy_unit="user")
     assert "secret-value" not in str(info.value)
+
+
+def test_object_key_column_is_refused_with_a_clear_message() -> None:
+    df = _df().with_columns(pl.Series("key", _df()["key"].to_list(), dtype=pl.Object))
+    acct = _acct()
+    with pytest.raises(DataError, match="holds Python objects"):
+        _q(df).group_by("key", max_groups=2).agg(dpf.count()).release(
+            epsilon=1.0, delta=1e-6, accountant=acct, rng=0
+        )
+    assert _spent(acct) == 0.0 and not acct.ledger

@@ -173,6 +173,14 @@ class GroupedQuery:
             raise DataError(
                 f"unknown column(s) {missing}; the table has {names}. Check the spelling."
             )
+        for c in [*([self._q._unit] if self._q._unit else []), *self._by]:
+            # Object columns hold arbitrary Python values: no engine can hash or sort them
+            # reliably, and their failure would surface late, so they are refused here.
+            if schema[c] == pl.Object:
+                raise DataError(
+                    f"column {c!r} holds Python objects; cast it to a string, integer or "
+                    "categorical column before grouping or bounding by it."
+                )
         for c in layout.values:
             if not schema[c].is_numeric():
                 raise DataError(f"column {c!r} must be numeric to be aggregated, not {schema[c]}.")
