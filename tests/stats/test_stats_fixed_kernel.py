@@ -113,7 +113,7 @@ def test_finite_extremes_are_clamped_not_refused() -> None:
 def test_exponents_outside_the_range_are_rejected() -> None:
     x = np.ones(3)
     for k in (K_RANGE[0] - 1, K_RANGE[1] + 1):
-        with pytest.raises(ValueError, match="K_RANGE|needs k"):
+        with pytest.raises(ValueError, match="needs k"):
             fixed_sum(x, (0.0, 1.0), k)
     # at both ends the constant 1.5·2^(52−k) is a normal double below 2^970
     for k in K_RANGE:
