@@ -112,9 +112,10 @@ class PermuteAndFlip:
     ``h = floor(log2 Δ) − 40`` (a data-independent grid; integer scores are unchanged for Δ ≥ 1)
     and the sensitivity is raised to ``Δ + 2**h`` to pay for the rounding; the rate
     ``ε/(2Δ)`` is rounded *down* to a multiple of 2^-60 of the grid. Each coin is then an exact
-    Bernoulli(exp(−γ)) with rational γ (Canonne, Kamath and Steinke 2020, Algorithm 1, drawn
-    with integer comparisons only), the permutation is an exact uniform shuffle, and the
-    mechanism run is permute-and-flip at an ε' ≤ ε: no floating-point approximation at all.
+    Bernoulli(exp(−γ)) with rational γ (:func:`coins`: a uniform compared with a float bracket
+    of exp(−γ) that is provably wide enough, and in the rare undecided case with a correctly
+    rounded decimal exp), the permutation is an exact uniform shuffle, and the mechanism run is
+    permute-and-flip at an ε' ≤ ε: floats decide a coin only where the bracket proves the answer.
 
     **Constant work.** Every candidate's coin is flipped and the first heads in a random order
     is returned (:func:`coins`): the same output distribution as stopping at the first heads, but
