@@ -90,13 +90,16 @@ def _run_blocks(n: int, work: Work) -> int:
     """Apply ``work(start, stop, values, flags)`` to every block and add the integer results.
 
     ``values`` (float64) and ``flags`` (bool, every entry ``True`` on entry to each block: see
-    :func:`fixed_sum`) are buffers of :data:`BLOCK` entries owned by the calling thread.
+    :func:`fixed_sum`) are buffers owned by the calling thread, of at least ``stop − start``
+    entries and a multiple of 8.
     """
     starts = range(0, n, BLOCK)
 
+    size = -(-min(n, BLOCK) // 8) * 8  # no larger than needed (small sums), a multiple of 8
+
     def chunk(part: range) -> int:
-        values = np.empty(BLOCK)
-        flags = np.ones(BLOCK, dtype=np.bool_)
+        values = np.empty(size)
+        flags = np.ones(size, dtype=np.bool_)
         return sum(work(s, min(s + BLOCK, n), values, flags) for s in part)
 
     if n < _THREADS_FROM:
