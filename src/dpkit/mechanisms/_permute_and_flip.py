@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import MAX_EMAX, MIN_EMIN, Context, Decimal
 from fractions import Fraction
@@ -37,25 +37,38 @@ def coins(rng: np.random.Generator, gammas: Sequence[int]) -> npt.NDArray[np.boo
 
     Each coin is ``[U_i < exp(−γ_i)]`` for a uniform ``U_i``. One 64-bit word per coin gives the
     first 53 bits of ``U_i`` (``K_i · 2**-53``); one vectorised float ``exp`` brackets
-    ``exp(−γ_i)`` within a relative ``2**-40`` (``float(γ)`` is within ``2**-53``, ``γ ≤ 700`` in
-    the float path and ``exp`` within a few ulp: the true error is below ``2**-42``). Whenever the
-    interval ``[K · 2**-53, (K + 1) · 2**-53)`` lies entirely below or above the bracket the coin
-    is decided; only otherwise (probability below ``2**-39`` per coin) is it resolved exactly by
+    ``exp(−γ_i)`` within a relative ``2**-40`` (see :func:`_flip`). Whenever the interval
+    ``[K · 2**-53, (K + 1) · 2**-53)`` lies entirely below or above the bracket the coin is
+    decided; only otherwise (probability below ``2**-39`` per coin) is it resolved exactly by
     :func:`_resolve`, which draws more bits of ``U_i`` and compares them with a correctly rounded
     decimal ``exp``. So the coin is exactly Bernoulli(exp(−γ)), and its running time — one word
     and the same vectorised operations for every candidate, tied or not, rejected or not — is
     independent of the data except on that ``2**-39`` event.
     """
-    m = len(gammas)
-    u = rng.random(m)
     g = np.array([float(min(v, _CAP)) for v in gammas]) * 2.0**-_RATE_BITS
+    return _flip(rng, g, lambda i: int(gammas[i]))
+
+
+def _flip(
+    rng: np.random.Generator, g: FloatArray, gamma_of: Callable[[int], int]
+) -> npt.NDArray[np.bool_]:
+    """The coins of :func:`coins` from ``g``, floats within a relative ``3 · 2**-53`` of
+    ``min(γ_i, 700 · 2**60) / 2**60`` (three roundings at most), and the exact ``γ_i`` on demand.
+
+    The bracket: ``g ≤ 700`` is within ``700 · 3 · 2**-53 < 2**-41.9`` of the exact exponent and
+    NumPy's ``exp`` within a few units in the last place, so ``exp(−g)`` is within a relative
+    ``2**-41.8`` of ``exp(−γ)``: inside ``_MARGIN = 2**-40``. ``g == 0`` exactly when ``γ = 0``
+    (a positive γ is at least ``2**-60``), whose coin is heads without exception; ``g`` at the
+    cap only brackets from above (``exp(−γ) ≤ exp(−700)``).
+    """
+    u = rng.random(g.size)
     p = np.exp(-g)
     lo = np.where(g == 0.0, 1.0, np.where(g >= 700.0, 0.0, p * (1.0 - _MARGIN)))
     hi = np.where(g == 0.0, 1.0, p * (1.0 + _MARGIN))
     heads = u + 2.0**-_U_BITS <= lo
     unsure = ~(heads | (u >= hi))
     for i in np.flatnonzero(unsure):  # almost never taken (probability < 2**-39 per coin)
-        heads[i] = _resolve(rng, int(gammas[int(i)]), int(u[i] * 2.0**_U_BITS), _U_BITS)
+        heads[i] = _resolve(rng, gamma_of(int(i)), int(u[i] * 2.0**_U_BITS), _U_BITS)
     return heads
 
 
@@ -99,9 +112,10 @@ class PermuteAndFlip:
     ``h = floor(log2 Δ) − 40`` (a data-independent grid; integer scores are unchanged for Δ ≥ 1)
     and the sensitivity is raised to ``Δ + 2**h`` to pay for the rounding; the rate
     ``ε/(2Δ)`` is rounded *down* to a multiple of 2^-60 of the grid. Each coin is then an exact
-    Bernoulli(exp(−γ)) with rational γ (Canonne, Kamath and Steinke 2020, Algorithm 1, drawn
-    with integer comparisons only), the permutation is an exact uniform shuffle, and the
-    mechanism run is permute-and-flip at an ε' ≤ ε: no floating-point approximation at all.
+    Bernoulli(exp(−γ)) with rational γ (:func:`coins`: a uniform compared with a float bracket
+    of exp(−γ) that is provably wide enough, and in the rare undecided case with a correctly
+    rounded decimal exp), the permutation is an exact uniform shuffle, and the mechanism run is
+    permute-and-flip at an ε' ≤ ε: floats decide a coin only where the bracket proves the answer.
 
     **Constant work.** Every candidate's coin is flipped and the first heads in a random order
     is returned (:func:`coins`): the same output distribution as stopping at the first heads, but
@@ -164,7 +178,8 @@ class PermuteAndFlip:
         """The factor multiplying score gaps: ε/(2Δ), or ε/Δ when monotonic (before rounding)."""
         return score_scale(self.epsilon, self.sensitivity, self.monotonic)
 
-    def _grid_scores(self, s: FloatArray) -> list[int]:
+    def _grid_array(self, s: FloatArray) -> FloatArray:
+        """The scores in units of ``2**h``, rounded to integers (exact float integers)."""
         with np.errstate(over="ignore"):
             scaled = np.rint(np.ldexp(s, -self._grid))
         if not np.isfinite(scaled).all():
@@ -172,7 +187,10 @@ class PermuteAndFlip:
                 "scores are too large relative to the sensitivity to be handled exactly "
                 "(score/Δ near the float limit); rescale the scores."
             )
-        return [int(v) for v in scaled]
+        return scaled
+
+    def _grid_scores(self, s: FloatArray) -> list[int]:
+        return [int(v) for v in self._grid_array(s)]
 
     def _acceptance(self, gaps: list[int]) -> list[float]:
         return [math.exp(-self._rate * g / _ONE) for g in gaps]
@@ -205,17 +223,28 @@ class PermuteAndFlip:
         label: str | None = None,
     ) -> int:
         """Index of the selected candidate; see :meth:`select`."""
-        s = self._grid_scores(check_scores(scores))
+        s = self._grid_array(check_scores(scores))
         gen = as_generator(rng)
         charge(accountant, self.event, label, rng=rng)
-        best = max(s)
+        best = float(s.max())
+        # γ_i = rate · (best − s_i) / 2**60 in floats for the bracket (one rounding for the gap of
+        # two integer-valued doubles, one for the rate, one for the product; an overflow is capped
+        # like any γ above 700), and exactly in Python integers for the rare exact coin.
+        with np.errstate(over="ignore"):
+            g = np.minimum((best - s) * (float(self._rate) * 2.0**-_RATE_BITS), 700.0)
+        top = int(best)
+
+        def gamma_of(i: int) -> int:
+            return self._rate * (top - int(s[i]))
+
         # Flip every candidate's coin (not only until the first heads), then take the first heads
         # in a uniformly random order: the same distribution as visiting candidates in that order
         # and stopping at the first heads (McKenna and Sheldon 2020), but the work — one word per
-        # coin, one permutation — no longer reveals how many candidates were rejected, nor
-        # whether the best one is tied (Jin et al. 2022's timing channel).
-        order = gen.permutation(len(s))
-        heads = coins(gen, [self._rate * (best - v) for v in s])  # γ_i = rate · gap / 2**60
+        # coin, one permutation, the same vectorised operations — no longer reveals how many
+        # candidates were rejected, nor whether the best one is tied (Jin et al. 2022's timing
+        # channel).
+        order = gen.permutation(s.size)
+        heads = _flip(gen, g, gamma_of)
         return int(order[int(np.argmax(heads[order]))])  # the best candidate is always heads
 
     def select(

@@ -7,8 +7,11 @@ underestimation of sensitivity in differentially private libraries"). dpkit maps
 an integer ``t = rint(f(clip(x)) · 2**k)`` by a fixed per-record function, with
 ``|t| ≤ 2**34 + 1``, and adds the integers exactly:
 
-* a block of ``2**18`` such integers has ``|partial sum| < 2**53``, so NumPy's float64 sum of the
-  block is exact whatever the order of additions (every partial sum is an integer below 2**53);
+* per block, :func:`fixed_sum` rounds with one addition of a constant and adds the bit patterns
+  as unsigned 64-bit integers, modulo ``2**64``; the block's sum of integers is below ``2**63``
+  in magnitude, so it is recovered exactly (the proof is in its docstring);
+* :func:`exact_int_sum` (records already rounded) adds blocks of ``2**18`` integers in float64:
+  every partial sum is an integer below ``2**53``, so the sum is exact in any order;
 * block sums are added as Python integers, which cannot overflow.
 
 The sum is therefore order-independent, and one record moves it by at most
@@ -26,18 +29,20 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 
 import numpy as np
+import numpy.typing as npt
 
 from dpkit.errors import DataError
 from dpkit.stats._data import FloatArray
 
-__all__ = ["BLOCK", "VALUE_BITS", "exact_int_sum", "fixed_sum", "power_exponent"]
+__all__ = ["BLOCK", "K_RANGE", "VALUE_BITS", "exact_int_sum", "fixed_sum", "power_exponent"]
 
 VALUE_BITS = 34
 """Per-record fixed-point integers satisfy ``|t| ≤ 2**34 + 1``."""
 
 BLOCK = 1 << 18
 """Records per block: ``2**18 · (2**34 + 1) < 2**53``, so a block's float64 sum of integers is exact
-(and a block of 2 MiB is large enough that per-block overhead is small, small enough for cache)."""
+(:func:`exact_int_sum`). :func:`fixed_sum`'s modular sums would allow far larger blocks; 2 MiB
+measured fastest (per-call overhead against cache traffic)."""
 
 _THREADS_FROM = 1 << 21  # two threads (NumPy releases the GIL) pay off above ~2M records
 
@@ -48,19 +53,28 @@ def power_exponent(bounds: tuple[float, float]) -> int:
     return VALUE_BITS - math.frexp(top)[1]
 
 
-def _clamp_two_passes(out: FloatArray, lo: float, hi: float) -> None:
-    np.maximum(out, lo, out=out)
+K_RANGE = (-917, 1074)
+"""The exponents :func:`fixed_sum` accepts: those for which ``C = 1.5 · 2**(52 − k)`` is a normal
+double below ``2**970`` (half a unit in the last place of the largest double, so that ``x + C`` of
+a finite ``x`` is finite). Every pair of bounds with ``2**-1040 < max(|L|, |U|) < 2**951`` maps
+into it, well beyond the ``(2**-500, 2**500)`` the statistics accept."""
+
+
+def _clamp_two_passes(x: FloatArray, lo: float, hi: float, out: FloatArray) -> None:
+    np.maximum(x, lo, out=out)
     np.minimum(out, hi, out=out)
 
 
-def _clamp_one_pass(out: FloatArray, lo: float, hi: float) -> None:
-    np.clip(out, lo, hi, out=out)
+def _clamp_one_pass(x: FloatArray, lo: float, hi: float, out: FloatArray) -> None:
+    np.clip(x, lo, hi, out=out)
 
 
-# In place on the block buffer, with whichever is faster: NumPy 2's clip is one vectorised pass,
-# NumPy 1's is several times slower than a maximum and a minimum. The choice depends on the
-# installed NumPy only, never on the data.
+# Whichever is faster: NumPy 2's clip is one vectorised pass, NumPy 1's is several times slower
+# than a maximum and a minimum. The choice depends on the installed NumPy only, never on the data.
 _clamp = _clamp_one_pass if int(np.__version__.split(".")[0]) >= 2 else _clamp_two_passes
+
+_ALL_TRUE = int.from_bytes(b"\x01" * 8, "little")  # eight NumPy ``True`` bytes read as one word
+_WORD = 1 << 64
 
 
 def _not_finite(name: str) -> DataError:
@@ -69,14 +83,24 @@ def _not_finite(name: str) -> DataError:
     )
 
 
-def _run_blocks(n: int, work: Callable[[int, int, FloatArray], int]) -> int:
-    """Apply ``work(start, stop, buffer)`` to every block and add the integer results."""
+Work = Callable[[int, int, FloatArray, npt.NDArray[np.bool_]], int]
+
+
+def _run_blocks(n: int, work: Work) -> int:
+    """Apply ``work(start, stop, values, flags)`` to every block and add the integer results.
+
+    ``values`` (float64) and ``flags`` (bool, every entry ``True`` on entry to each block: see
+    :func:`fixed_sum`) are buffers owned by the calling thread, of at least ``stop − start``
+    entries and a multiple of 8.
+    """
     starts = range(0, n, BLOCK)
 
+    size = -(-min(n, BLOCK) // 8) * 8  # no larger than needed (small sums), a multiple of 8
+
     def chunk(part: range) -> int:
-        buf = np.empty(BLOCK)
-        with np.errstate(over="ignore"):  # per thread: overflowed outliers are clamped
-            return sum(work(s, min(s + BLOCK, n), buf) for s in part)
+        values = np.empty(size)
+        flags = np.ones(size, dtype=np.bool_)
+        return sum(work(s, min(s + BLOCK, n), values, flags) for s in part)
 
     if n < _THREADS_FROM:
         return chunk(starts)
@@ -100,31 +124,54 @@ if hasattr(os, "register_at_fork"):  # a forked child inherits the pool but not 
 
 
 def fixed_sum(x: FloatArray, bounds: tuple[float, float], k: int, name: str = "x") -> int:
-    """``Σ rint(clip(x, L, U) · 2**k)`` exactly, refusing NaN and infinities.
+    """``Σ rint(clip(x, L, U) · 2**k)`` exactly (``rint``: to nearest, ties to even), refusing
+    NaN and infinities.
 
-    ``k`` must satisfy ``max(|L|, |U|) · 2**k ≤ 2**34`` (see :func:`power_exponent`). Scaling by a
-    power of two is exact, so the only rounding is the per-record ``rint``.
+    ``k`` must satisfy ``max(|L|, |U|) · 2**k ≤ 2**34`` (see :func:`power_exponent`) and lie in
+    :data:`K_RANGE`. With ``C = 1.5 · 2**(52 − k)``, per block and whatever the values:
+
+    1. ``z = x + C``: one addition scales and rounds. ``C`` is a normal double whose binade
+       ``[2**(52−k), 2**(53−k))`` has spacing exactly ``2**-k``. For ``x`` in ``[L, U]``,
+       ``|x · 2**k| ≤ 2**34 < 2**51`` keeps the exact sum inside that binade, so IEEE
+       round-to-nearest-even gives ``z = C + t · 2**-k`` with ``t`` the integer nearest
+       ``x · 2**k``, ties to the even one (``C · 2**k = 3 · 2**51`` is even, so ``z`` is an even
+       multiple of ``2**-k`` exactly when ``t`` is even): ``t = rint(x · 2**k)``, with no product
+       ever formed. ``C < 2**970`` keeps ``z`` finite for every finite ``x``, so
+    2. ``isfinite(z)`` is ``isfinite(x)``: NaN and ±inf are refused (a clamp would hide them);
+    3. ``clip(z, Z_L, Z_U)`` with ``Z_L = L + C``, ``Z_U = U + C`` (rounded alike): rounding is
+       monotone, so a record below ``L`` (above ``U``), however large, lands on ``Z_L``
+       (``Z_U``) and every record on ``C + rint(clip(x, L, U) · 2**k) · 2**-k``;
+    4. inside one binade the bit pattern of a double grows by one per spacing step, so the bits
+       of the clamped ``z`` read as an unsigned 64-bit integer are ``bits(C) + t``. Their sum over
+       a block of ``m`` records, modulo ``2**64`` (unsigned NumPy sums wrap, which is defined), is
+       ``m · bits(C) + Σ t (mod 2**64)``; as ``|Σ t| ≤ m (2**34 + 1) < 2**63``, ``Σ t`` is the
+       residue of ``sum − m · bits(C)`` taken in ``[−2**63, 2**63)``: exact, whatever the order
+       of the additions.
+
+    The clamp runs whatever the values (a clamp skipped when every value is in bounds made the
+    running time reveal whether an outlier is present; Jin et al. 2022), and so does every other
+    pass; a NaN or infinity is refused after its block (a refusal the caller sees anyway).
     """
-    lo, hi = bounds
-    scale = math.ldexp(1.0, k)
-    # Clamping in scaled units is the same map: scaling by a power of two is exact and monotone
-    # (and the images of the bounds are exact), so clip(x)·2**k == clip(x·2**k, L·2**k, U·2**k).
-    lo_s, hi_s = math.ldexp(lo, k), math.ldexp(hi, k)
+    if not K_RANGE[0] <= k <= K_RANGE[1]:
+        raise ValueError(f"fixed_sum needs k in {K_RANGE}, got {k}.")
+    magic = math.ldexp(1.5, 52 - k)
+    base = int(np.array(magic).view(np.uint64))
+    z_lo, z_hi = bounds[0] + magic, bounds[1] + magic  # rounded as the records are
 
-    def work(start: int, stop: int, buf: FloatArray) -> int:
-        block = x[start:stop]
-        out = buf[: stop - start]
-        # Every block is clamped, whatever its values: a clamp skipped when all values are in
-        # bounds would make the running time reveal whether an outlier is present (a timing
-        # channel; Jin et al. 2022). The extremes serve only to refuse NaN and infinities (a
-        # refusal the caller sees anyway); min and max take the same time whatever the values.
-        bmin, bmax = float(block.min()), float(block.max())
-        if not (math.isfinite(bmin) and math.isfinite(bmax)):
+    def work(start: int, stop: int, values: FloatArray, flags: npt.NDArray[np.bool_]) -> int:
+        m = stop - start
+        z = values[:m]
+        np.add(x[start:stop], magic, out=z)
+        np.isfinite(z, out=flags[:m])
+        _clamp(z, z_lo, z_hi, z)
+        total = int(z.view(np.uint64).sum())
+        # all() eight flags at a time: a word of eight bytes, each 0 or 1, equals _ALL_TRUE exactly
+        # when all eight are True. Flags past m (a shorter last block) are True from the buffer's
+        # start or from earlier blocks, which passed (a failed block raises).
+        if int(flags.view(np.uint64).min()) != _ALL_TRUE:
             raise _not_finite(name)
-        np.multiply(block, scale, out=out)  # a huge outlier may overflow to ±inf: clamped next
-        _clamp(out, lo_s, hi_s)
-        np.rint(out, out=out)
-        return int(out.sum())
+        residue = (total - m * base) % _WORD
+        return residue - _WORD if residue >= _WORD >> 1 else residue
 
     return _run_blocks(x.size, work)
 

@@ -1,0 +1,122 @@
+"""The fixed-point summing kernel (one addition rounds, bit patterns summed modulo 2^64) against
+straightforward references, on adversarial data, block boundaries and both clamp paths."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import dpkit.stats._fixed as fx
+from dpkit.errors import DataError
+from dpkit.stats._fixed import BLOCK, K_RANGE, fixed_sum, power_exponent
+
+TINY = 5e-324  # the smallest subnormal
+HUGE = np.finfo(np.float64).max
+
+
+@pytest.fixture(params=["one_pass", "two_passes"], autouse=True)
+def clamp_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    # Each NumPy major version uses one of the two clamps; run both whatever NumPy is installed.
+    monkeypatch.setattr(fx, "_clamp", getattr(fx, f"_clamp_{request.param}"))
+    yield str(request.param)
+
+
+def exact(x: np.ndarray, bounds: tuple[float, float], k: int) -> int:  # type: ignore[type-arg]
+    """Σ rint(clip(x)·2^k) in rational arithmetic (Python's round() of a Fraction: half to even)."""
+    lo, hi = bounds
+    scale = Fraction(2) ** k
+    return sum(round(Fraction(min(max(float(v), lo), hi)) * scale) for v in x)
+
+
+def floats(x: np.ndarray, bounds: tuple[float, float], k: int) -> int:  # type: ignore[type-arg]
+    """The float reference, vectorised (exact: scaling by 2^k is exact or rounds to |·| < 1/2)."""
+    t = np.rint(np.ldexp(np.clip(x, bounds[0], bounds[1]), k))
+    return int(t.astype(np.int64).sum())  # |Σ t| ≤ n·(2^34 + 1) < 2^63
+
+
+def adversarial(bounds: tuple[float, float], k: int, g: np.random.Generator) -> np.ndarray:  # type: ignore[type-arg]
+    lo, hi = bounds
+    top = max(abs(lo), abs(hi))
+    unit = math.ldexp(1.0, -k)  # one step of the grid
+    ties = (g.integers(-(2**33), 2**33, 200) + 0.5) * unit  # exactly halfway between two steps
+    specials = [0.0, -0.0, TINY, -TINY, 2.2250738585072014e-308, -1e-310, lo, hi]
+    specials += [np.nextafter(lo, -np.inf), np.nextafter(hi, np.inf), HUGE, -HUGE, 1e300, -1e300]
+    specials += [unit / 2, -unit / 2, 3 * unit / 2, -3 * unit / 2, top * 1e10, -top * 1e10]
+    spread = g.uniform(-1.5, 1.5, 300) * top * 10.0 ** g.integers(-20, 3, 300)
+    x = np.concatenate([specials, ties, spread])
+    return x[np.isfinite(x)]
+
+
+BOUNDS = [
+    (0.0, 1.0),
+    (-3.0, 7.0),
+    (-0.3, 0.7),
+    (0.0, 100.0),
+    (-(2.0**500), 2.0**499),
+    (-(2.0**950), 3 * 2.0**948),  # near the top of K_RANGE
+    (2.0**-1000, 2.0**-999),  # bounds near 2^-1000 (k = 1033)
+    (-(2.0**-1030), 2.0**-1030),  # subnormal bounds
+    (-1e-300, 0.0),
+]
+
+
+@pytest.mark.parametrize("bounds", BOUNDS)
+def test_kernel_is_bit_identical_to_the_rational_reference(bounds: tuple[float, float]) -> None:
+    k = power_exponent(bounds)
+    assert K_RANGE[0] <= k <= K_RANGE[1]
+    x = adversarial(bounds, k, np.random.default_rng(abs(k)))
+    want = exact(x, bounds, k)
+    assert fixed_sum(x, bounds, k) == want
+    assert floats(x, bounds, k) == want  # the references agree with each other
+    assert fixed_sum(x[::-1].copy(), bounds, k) == want
+    assert fixed_sum(x[::3], bounds, k) == exact(x[::3], bounds, k)  # a strided view
+
+
+@pytest.mark.parametrize(
+    "n", [0, 1, BLOCK - 1, BLOCK, BLOCK + 1, 2 * BLOCK + 7, fx._THREADS_FROM - 1, fx._THREADS_FROM]
+)
+def test_sizes_around_blocks_and_the_two_thread_threshold(n: int) -> None:
+    g = np.random.default_rng(n)
+    bounds = (-3.0, 7.0)
+    k = power_exponent(bounds)
+    x = g.uniform(-5, 9, n) * 10.0 ** g.integers(-3, 2, n)
+    x[g.integers(0, max(n, 1), min(n, 50))] = 1e308  # huge outliers: clamped, never refused
+    assert fixed_sum(x, bounds, k) == floats(x, bounds, k)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf, -np.nan])
+@pytest.mark.parametrize(
+    "where",
+    [0, BLOCK - 1, BLOCK, BLOCK + 3, fx._THREADS_FROM - 1, fx._THREADS_FROM + BLOCK + 5],
+)
+def test_nan_and_infinities_are_refused_in_any_block_position(bad: float, where: int) -> None:
+    # Sizes cover: the first block, the last record of a block, the first of the next, a shorter
+    # last block (whose unused flags hold earlier blocks' values), and the helper thread's half.
+    n = where + 6 if where < fx._THREADS_FROM else fx._THREADS_FROM + BLOCK + 6
+    x = np.zeros(n)
+    x[where] = bad
+    with pytest.raises(DataError, match="NaN or infinite"):
+        fixed_sum(x, (0.0, 1.0), power_exponent((0.0, 1.0)))
+
+
+def test_finite_extremes_are_clamped_not_refused() -> None:
+    for bounds in [(0.0, 1.0), (-(2.0**-1030), 2.0**-1030), (-(2.0**950), 2.0**950)]:
+        k = power_exponent(bounds)
+        x = np.array([HUGE, -HUGE, HUGE, TINY])
+        assert fixed_sum(x, bounds, k) == exact(x, bounds, k)
+
+
+def test_exponents_outside_the_range_are_rejected() -> None:
+    x = np.ones(3)
+    for k in (K_RANGE[0] - 1, K_RANGE[1] + 1):
+        with pytest.raises(ValueError, match="needs k"):
+            fixed_sum(x, (0.0, 1.0), k)
+    # at both ends the constant 1.5·2^(52−k) is a normal double below 2^970
+    for k in K_RANGE:
+        c = math.ldexp(1.5, 52 - k)
+        assert 2.2250738585072014e-308 <= c < 2.0**970
+        assert fixed_sum(np.array([0.0]), (0.0, 1.0), k) == 0
