@@ -117,6 +117,8 @@ class GroupCommit:
                 try:
                     job.result = job.work(conn)
                 except Exception as exc:
+                    if self._retryable(exc):  # e.g. chosen as a deadlock's victim: redo all
+                        raise
                     conn.execute(f"ROLLBACK TO SAVEPOINT s{i}")
                     job.error = exc
                 conn.execute(f"RELEASE SAVEPOINT s{i}")

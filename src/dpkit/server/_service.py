@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from dpkit.errors import DataError, DPKitError
-from dpkit.random import secure_generator
+from dpkit.noise import NoisePool
 from dpkit.server._auth import Principal, key_id, new_key, verify_key
 from dpkit.server._config import ServerConfig
 from dpkit.server._ingest import load_table, read_source, resolve_source, store_table
@@ -86,15 +86,16 @@ class Curator:
     def _rng(self) -> np.random.Generator:
         """This thread's secure generator (the default), or the next seeded one of a demo service.
 
-        A secure generator is AES-128 in counter mode keyed from the operating system
-        (:func:`dpkit.random.secure_generator`); one per thread, kept for the thread's life, is as
-        unpredictable as a fresh one per answer and saves keying it each time. Each answer's
-        noise is drawn from the stream's next, never-used outputs (a forked child is re-keyed).
+        The secure generator is a :class:`dpkit.noise.NoisePool`: AES-128 in counter mode keyed
+        from the operating system, one per thread for the thread's life (as unpredictable as a
+        fresh one per answer, without keying one each time), which keeps the exact samplers'
+        spare draws of each noise scale for later answers, each used once (see its module for
+        why that is sound). A forked child is re-keyed and starts with no spare noise.
         """
         if self._seeds is None:
             gen: np.random.Generator | None = getattr(self._local, "rng", None)
             if gen is None:
-                gen = self._local.rng = secure_generator()
+                gen = self._local.rng = NoisePool()
             return gen
         with self._lock:
             return np.random.default_rng(self._seeds.spawn(1)[0])
