@@ -125,10 +125,17 @@ class PartsBox:
         signs = (-1.0, 1.0)
         points = [[float(axis[i]) for axis, i in zip(axes, st, strict=True)] for st in starts]
         lines = [np.linspace(float(axis.min()), float(axis.max()), 257) for axis in axes]
+        # A line whose other coordinates have not moved since it was last searched (on both
+        # sides) cannot improve on the best found so far: its search is skipped, not repeated.
+        searched: list[Any] = [None] * len(axes)
         with np.errstate(all="ignore"):
             best = [sg * float(self.exact(*pt)) for sg, pt in zip(signs, points, strict=True)]
             for _ in range(2):
                 for j, line in enumerate(lines):
+                    others = [tuple(pt[:j] + pt[j + 1 :]) for pt in points]
+                    if searched[j] == others:
+                        continue
+                    searched[j] = others
                     n = line.size
                     trial = [
                         np.concatenate((np.full(n, points[0][i]), np.full(n, points[1][i])))
