@@ -21,8 +21,10 @@ from dpkit.noise._float_safe import (
     round_to_grid,
     rounded_sensitivity,
 )
+from dpkit.noise._pool import NoisePool
 
 __all__ = [
+    "NoisePool",
     "as_finite_array",
     "bernoulli_exp",
     "check_gaussian_scale",

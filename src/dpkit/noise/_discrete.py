@@ -17,6 +17,7 @@ from dpkit.noise._kernels import (
     bernoulli_exp_rational,
     geometric_exp1,
 )
+from dpkit.noise._pool import NoisePool
 from dpkit.noise._scales import rational_at_least
 from dpkit.random import RNGLike, as_generator
 
@@ -229,8 +230,11 @@ def discrete_laplace(
     """
     shape = check_size(size)
     t, s = rational_at_least(scale, "scale", max_numerator=DLAP_MAX_NUMERATOR)
+    gen = as_generator(rng)
+    if size is None and isinstance(gen, NoisePool):
+        return gen.take(("laplace", t, s), lambda k: sample_discrete_laplace(t, s, k, gen))
     n = int(np.prod(shape)) if shape else 1
-    out = sample_discrete_laplace(t, s, n, as_generator(rng))
+    out = sample_discrete_laplace(t, s, n, gen)
     return out.reshape(shape) if size is not None else int(out[0])
 
 
@@ -263,6 +267,9 @@ def discrete_gaussian(
     """
     shape = check_size(size)
     a, b = gaussian_rational(sigma)
+    gen = as_generator(rng)
+    if size is None and isinstance(gen, NoisePool):
+        return gen.take(("gaussian", a, b), lambda k: sample_discrete_gaussian(a, b, k, gen))
     n = int(np.prod(shape)) if shape else 1
-    out = sample_discrete_gaussian(a, b, n, as_generator(rng))
+    out = sample_discrete_gaussian(a, b, n, gen)
     return out.reshape(shape) if size is not None else int(out[0])

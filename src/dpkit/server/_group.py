@@ -1,16 +1,22 @@
-"""Group commit for the SQLite ledger: many charges, one transaction, one disk flush.
+"""Group commit for the ledger: many writes, one transaction, one disk flush.
 
-A durable SQLite commit flushes the WAL to disk (``synchronous=FULL``), and commits are serial, so
-with one transaction per charge the flush time bounds the service's throughput. Here each charge
-is queued; whichever thread next holds the write lock becomes the *leader*: it runs every queued
-charge in one ``BEGIN IMMEDIATE`` transaction, each inside its own ``SAVEPOINT`` (a refused or
-failed charge is rolled back alone), commits once, and wakes the others. A charge still returns
-only after the commit that holds it is on disk, so the protocol of :mod:`._ledger` is unchanged:
-the charge is durable before any noise is drawn.
+A durable commit flushes to disk (SQLite's WAL with ``synchronous=FULL``; PostgreSQL's WAL), and
+the writes of a ledger are serial (one dataset row holds every charge on that dataset), so with one
+transaction per charge the flush time bounds the service's throughput. Here each write is queued;
+whichever thread next holds the group's lock becomes the *leader*: it runs every queued write in
+one transaction, each inside its own ``SAVEPOINT`` (a refused or failed write is rolled back
+alone), commits once, and wakes the others. A write still returns only after the commit that holds
+it, so the protocol of :mod:`._ledger` is unchanged: a charge is durable before any noise is drawn,
+and an answer is stored before it is returned.
+
+Writes that need not be flushed on their own (storing a released answer: see
+:meth:`Ledger.release`) are marked ``durable=False``; a batch of only such writes is committed
+without a flush (SQLite ``synchronous=NORMAL``), a batch with a charge in it is flushed whole.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,13 +24,20 @@ from typing import Any
 
 __all__ = ["GroupCommit"]
 
+_RETRIES = 10
+
 
 @dataclass
 class _Job:
     work: Callable[[Any], Any]
+    durable: bool = True
     result: Any = None
     error: BaseException | None = None
     done: bool = field(default=False)
+
+
+def _no_retry(exc: BaseException) -> bool:
+    return False
 
 
 class GroupCommit:
@@ -33,20 +46,35 @@ class GroupCommit:
     Parameters
     ----------
     lock : threading.Lock
-        The ledger's write lock (held by every other writer too).
+        Held by the leader while it runs a batch (for SQLite, the ledger's write lock, which
+        every other writer holds too).
     connection : callable
-        Returns the calling thread's connection.
+        Returns the calling thread's connection (autocommit mode: transactions are explicit).
+    sqlite : bool
+        SQLite (``BEGIN IMMEDIATE``, flush chosen per batch) or PostgreSQL (``BEGIN``).
+    retryable : callable
+        Whether a failed batch (e.g. a PostgreSQL deadlock between two services' batches) is
+        to be run again whole; nothing of a failed batch is committed.
     """
 
-    def __init__(self, lock: threading.Lock, connection: Callable[[], Any]) -> None:
+    def __init__(
+        self,
+        lock: threading.Lock,
+        connection: Callable[[], Any],
+        *,
+        sqlite: bool = True,
+        retryable: Callable[[BaseException], bool] = _no_retry,
+    ) -> None:
         self._lock = lock
         self._connection = connection
+        self._sqlite = sqlite
+        self._retryable = retryable
         self._queue: list[_Job] = []
         self._queue_lock = threading.Lock()
 
-    def run(self, work: Callable[[Any], Any]) -> Any:
+    def run(self, work: Callable[[Any], Any], *, durable: bool = True) -> Any:
         """Run ``work(conn)`` in a committed transaction; return its result or raise its error."""
-        job = _Job(work)
+        job = _Job(work, durable)
         with self._queue_lock:
             self._queue.append(job)
         with self._lock:
@@ -59,21 +87,15 @@ class GroupCommit:
         return job.result
 
     def _commit(self, batch: list[_Job]) -> None:
-        conn = self._connection()
         try:
-            conn.execute("BEGIN IMMEDIATE")
-            for i, job in enumerate(batch):
-                conn.execute(f"SAVEPOINT s{i}")
+            for attempt in range(_RETRIES):
                 try:
-                    job.result = job.work(conn)
+                    self._attempt(batch)
+                    return
                 except Exception as exc:
-                    conn.execute(f"ROLLBACK TO s{i}")
-                    job.error = exc
-                conn.execute(f"RELEASE s{i}")
-            conn.execute("COMMIT")
+                    if attempt == _RETRIES - 1 or not self._retryable(exc):
+                        raise
         except BaseException as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
             for job in batch:  # nothing of this batch was committed
                 job.result, job.error = None, exc
             if not isinstance(exc, Exception):
@@ -81,3 +103,36 @@ class GroupCommit:
         finally:
             for job in batch:
                 job.done = True
+
+    def _attempt(self, batch: list[_Job]) -> None:
+        conn = self._connection()
+        flush = any(job.durable for job in batch)
+        if self._sqlite and not flush:
+            conn.execute("PRAGMA synchronous=NORMAL")
+        try:
+            conn.execute("BEGIN IMMEDIATE" if self._sqlite else "BEGIN")
+            for i, job in enumerate(batch):
+                job.result, job.error = None, None
+                conn.execute(f"SAVEPOINT s{i}")
+                try:
+                    job.result = job.work(conn)
+                except Exception as exc:
+                    if self._retryable(exc):  # e.g. chosen as a deadlock's victim: redo all
+                        raise
+                    conn.execute(f"ROLLBACK TO SAVEPOINT s{i}")
+                    job.error = exc
+                conn.execute(f"RELEASE SAVEPOINT s{i}")
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
+        finally:
+            if self._sqlite and not flush:
+                conn.execute("PRAGMA synchronous=FULL")
+
+
+def _rollback(conn: Any) -> None:
+    """Roll back whatever transaction is open (if any) on either kind of connection."""
+    # No transaction open, or the connection is gone: nothing to undo.
+    with contextlib.suppress(Exception):
+        conn.execute("ROLLBACK")

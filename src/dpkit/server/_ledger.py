@@ -73,6 +73,11 @@ def _charge(row: Sequence[Any], replayed: bool = False) -> Charge:
     )
 
 
+def _serialization_failure(exc: BaseException) -> bool:
+    """A PostgreSQL serialization failure or deadlock: the transaction may simply be re-run."""
+    return getattr(exc, "sqlstate", None) in ("40001", "40P01")
+
+
 class Ledger(AuditQueries):
     """Budgets and charges in an SQL database given by URL.
 
@@ -96,7 +101,11 @@ class Ledger(AuditQueries):
         # polling the file lock (whose busy handler sleeps, which gives long latency tails).
         # Other processes are still excluded by BEGIN IMMEDIATE.
         self._write_lock = threading.Lock()
-        self._group = GroupCommit(self._write_lock, self._conn)
+        # PostgreSQL locks rows itself; its group lock only makes one leader at a time.
+        group_lock = threading.Lock() if self.postgres else self._write_lock
+        self._group = GroupCommit(
+            group_lock, self._conn, sqlite=not self.postgres, retryable=_serialization_failure
+        )
 
     # -- connections -------------------------------------------------------------------------
     def _connect(self) -> Any:
@@ -327,20 +336,12 @@ class Ledger(AuditQueries):
         eu, du = cost_units(epsilon), cost_units(delta)
         lock = " FOR UPDATE" if self.postgres else ""
         body = json.dumps(request, sort_keys=True)
-        if not self.postgres:  # charges queued together share one transaction and one flush
-            out: Charge = self._group.run(
-                lambda conn: self._reserve(conn, analyst, dataset, body, eu, du, idem_key, "")
-            )
-            return out
-        for attempt in range(10):
-            try:
-                with self._tx() as conn:
-                    return self._reserve(conn, analyst, dataset, body, eu, du, idem_key, lock)
-            except Exception as exc:  # PostgreSQL serialization failure or deadlock: retry
-                if getattr(exc, "sqlstate", None) in ("40001", "40P01") and attempt < 9:
-                    continue
-                raise
-        raise AssertionError("unreachable")  # pragma: no cover
+        # Charges queued together share one transaction and one flush (:mod:`._group`); a
+        # PostgreSQL batch that meets a deadlock or serialization failure is retried whole.
+        out: Charge = self._group.run(
+            lambda conn: self._reserve(conn, analyst, dataset, body, eu, du, idem_key, lock)
+        )
+        return out
 
     def _reserve(
         self,
@@ -416,17 +417,18 @@ class Ledger(AuditQueries):
     def release(self, cid: str, result: dict[str, Any]) -> None:
         """Store the answer of a reserved charge and mark it released.
 
-        On SQLite this commit is not flushed to disk on its own (``synchronous=NORMAL`` for this
-        transaction only): it survives a crash of the service, as WAL commits do, and is flushed
-        with the next charge. A power loss can therefore lose the stored copy of the latest
-        answers, never a charge (each charge is flushed before its noise is drawn).
+        Answers stored together share one transaction (:mod:`._group`), committed before this
+        returns. On SQLite a batch of answers alone is not flushed to disk on its own
+        (``synchronous=NORMAL``): it survives a crash of the service, as WAL commits do, and is
+        flushed with the next charge. A power loss can therefore lose the stored copy of the
+        latest answers, never a charge (each charge is flushed before its noise is drawn).
         """
-        with self._tx(durable=False) as conn:
-            conn.execute(
-                self._sql("UPDATE charges SET status = 'released', result_json = ?, finished = ? "
-                          "WHERE id = ? AND status = 'reserved'"),
-                (json.dumps(result), time.time(), cid),
-            )  # fmt: skip
+        sql = self._sql(
+            "UPDATE charges SET status = 'released', result_json = ?, finished = ? "
+            "WHERE id = ? AND status = 'reserved'"
+        )
+        args = (json.dumps(result), time.time(), cid)
+        self._group.run(lambda conn: conn.execute(sql, args), durable=False)
 
     def fail(self, cid: str, *, refund: bool) -> None:
         """Mark a charge failed; refund it only if no noise was drawn (``refund=True``)."""

@@ -20,9 +20,10 @@ import dpkit.stats as st
 from dpkit.errors import DataError, DPKitError
 from dpkit.server._registry import Answer, Meter, Prepared, QueryRegistry, check_keys
 from dpkit.server._schema import Column, DatasetSchema, Table
+from dpkit.stats._aggregate import ClampedSum, clamped_sum, release_mean, release_sum
 from dpkit.stats._common import check_privacy
 
-__all__ = ["stats_registry"]
+__all__ = ["clamped", "stats_registry"]
 
 _PRIVACY = {"epsilon", "delta", "alpha"}
 _MAX_BINS = 10_000
@@ -122,8 +123,7 @@ def _count(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
 
 def _univariate(fn: Callable[..., st.Release], name: str) -> Any:
     def prepare(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
-        extra = {"ddof"} if name in ("var", "std") else set()
-        check_keys(params, _PRIVACY | {"column", "bounds"} | extra)
+        check_keys(params, _PRIVACY | {"column", "bounds", "ddof"})
         eps, dlt, alpha = _privacy(params)
         col = _numeric(schema, params.get("column"))
         bounds = _bounds(params, col)
@@ -143,6 +143,36 @@ def _univariate(fn: Callable[..., st.Release], name: str) -> Any:
                 rng=rng,
                 **kw,
             )
+            return _answer(rel, alpha)
+
+        return Prepared(name, eps, dlt, compute)
+
+    return prepare
+
+
+def clamped(table: Table, column: str, bounds: tuple[float, float]) -> ClampedSum:
+    """The exact clamped sum of a column, computed once per table and bounds (:mod:`._memo`).
+
+    Deterministic and noise-free, so the same aggregate serves every sum and mean on these
+    bounds; each answer draws its own noise (:func:`dpkit.stats._aggregate.release_mean`).
+    """
+    return table.memo.get(
+        ("clamped_sum", column, bounds), lambda: clamped_sum(table.columns[column], bounds)
+    )
+
+
+def _summed(release: Callable[..., st.Release], name: str) -> Any:
+    """``sum`` and ``mean``: the library's release steps on the column's memoised exact sum."""
+
+    def prepare(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
+        check_keys(params, _PRIVACY | {"column", "bounds"})
+        eps, dlt, alpha = _privacy(params)
+        col = _numeric(schema, params.get("column"))
+        bounds = _bounds(params, col)
+
+        def compute(t: Table, rng: Any, meter: Meter) -> Answer:
+            agg = clamped(t, col.name, bounds)
+            rel = release(agg, epsilon=eps, delta=dlt, accountant=meter, rng=rng)
             return _answer(rel, alpha)
 
         return Prepared(name, eps, dlt, compute)
@@ -244,7 +274,9 @@ def stats_registry() -> QueryRegistry:
     """
     reg = QueryRegistry()
     reg.register("count", _rows_only(_count))
-    for name, fn in (("sum", st.sum), ("mean", st.mean), ("var", st.var), ("std", st.std)):
+    reg.register("sum", _rows_only(_summed(release_sum, "sum")))
+    reg.register("mean", _rows_only(_summed(release_mean, "mean")))
+    for name, fn in (("var", st.var), ("std", st.std)):
         reg.register(name, _rows_only(_univariate(fn, name)))
     reg.register("cov", _rows_only(_bivariate(st.cov, "cov")))
     reg.register("corr", _rows_only(_bivariate(st.corr, "corr")))

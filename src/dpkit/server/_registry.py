@@ -8,7 +8,9 @@ statistic). The service then
 
 1. calls ``compute`` on the public *dummy* table with a probe accountant of budget (ε, δ): this
    finishes validation (a parameter the statistic itself rejects fails here, free) and checks
-   that the statistic's own event fits the price; the probe stops it before any noise is drawn;
+   that the statistic's own event fits the price; the probe stops it before any noise is drawn.
+   The outcome is remembered per dummy table and canonical request, so an identical request is
+   not probed again;
 2. charges (ε, δ) in one ledger transaction;
 3. calls ``compute`` on the real table with a meter accountant of the same budget.
 
@@ -23,6 +25,7 @@ ledger, at zero cost, so that its answer is stored, audited and fetched again li
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -115,6 +118,20 @@ def check_keys(params: Mapping[str, Any], allowed: set[str]) -> None:
         )
 
 
+def _price_key(name: str, params: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """The canonical form of a request, under which its probe's outcome is remembered.
+
+    The probe is a deterministic function of the entry, the request and the dummy table (a
+    function of the public schema), so an identical request priced before needs no second probe;
+    the real computation is still metered at the price (the meter refuses any other event), so
+    a remembered price can never let a query spend more than it was charged.
+    """
+    try:
+        return ("price", name, json.dumps(params, sort_keys=True, allow_nan=False))
+    except (TypeError, ValueError):  # not plain JSON (a caller in Python): probe every time
+        return None
+
+
 class QueryRegistry:
     """Named query types (``count``, ``mean``…); see the module docstring for the contract.
 
@@ -163,12 +180,17 @@ class QueryRegistry:
                 "epsilon must be at least 1e-12 (the ledger's unit); smaller values give answers "
                 "that are pure noise."
             )
+        key = _price_key(name, params)
+        if key is not None and dummy.memo.peek(key) == (eps, dlt):
+            return prepared  # this very request was probed on this dummy table before
         probe = Meter(eps, dlt, probe=True)
         try:
             # rng=None: the probe stops at the charge, before any generator is made; a seed here
             # would make every priced query a "charged release with insecure noise".
             prepared.compute(dummy, None, probe)
         except _Priced:
+            if key is not None:
+                dummy.memo.get(key, lambda: (eps, dlt))
             return prepared
         except BudgetExceededError as exc:
             raise PrivacyParameterError(

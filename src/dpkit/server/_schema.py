@@ -32,13 +32,14 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from dpkit.errors import DataError
+from dpkit.server._memo import Memo
 
 __all__ = [
     "LOCAL_PROTOCOLS",
@@ -286,6 +287,8 @@ class Table:
 
     schema: DatasetSchema
     columns: Mapping[str, npt.NDArray[Any]]
+    memo: Memo = field(default_factory=Memo, compare=False, repr=False)
+    """Deterministic, noise-free results computed from this table (:mod:`._memo`)."""
 
     @property
     def rows(self) -> int:

@@ -14,11 +14,13 @@ from typing import Any
 import numpy as np
 
 from dpkit.errors import DataError, DPKitError
+from dpkit.noise import NoisePool
 from dpkit.server._auth import Principal, key_id, new_key, verify_key
 from dpkit.server._config import ServerConfig
 from dpkit.server._default import default_registry
 from dpkit.server._ingest import load_table, read_source, resolve_source, store_table
 from dpkit.server._ledger import Charge, Ledger
+from dpkit.server._queries import clamped
 from dpkit.server._registry import Meter, QueryRegistry
 from dpkit.server._schema import DatasetSchema, Table, check_name, dummy_table
 
@@ -78,13 +80,24 @@ class Curator:
         self.tables: dict[str, Table] = {}
         self.dummies: dict[str, Table] = {}
         self._lock = threading.Lock()
+        self._local = threading.local()
         seed = config.insecure_seed
         self._seeds = None if seed is None else np.random.SeedSequence(seed)
 
-    def _rng(self) -> np.random.Generator | None:
-        """``None`` (the secure default), or the next seeded generator of a demo service."""
+    def _rng(self) -> np.random.Generator:
+        """This thread's secure generator (the default), or the next seeded one of a demo service.
+
+        The secure generator is a :class:`dpkit.noise.NoisePool`: AES-128 in counter mode keyed
+        from the operating system, one per thread for the thread's life (as unpredictable as a
+        fresh one per answer, without keying one each time), which keeps the exact samplers'
+        spare draws of each noise scale for later answers, each used once (see its module for
+        why that is sound). A forked child is re-keyed and starts with no spare noise.
+        """
         if self._seeds is None:
-            return None
+            gen: np.random.Generator | None = getattr(self._local, "rng", None)
+            if gen is None:
+                gen = self._local.rng = NoisePool()
+            return gen
         with self._lock:
             return np.random.default_rng(self._seeds.spawn(1)[0])
 
@@ -109,6 +122,9 @@ class Curator:
 
     def _install(self, table: Table) -> None:
         name = table.schema.name
+        for col in table.schema.columns:
+            if col.bounds is not None:  # the aggregate of the declared bounds, ready for queries
+                clamped(table, col.name, col.bounds)
         with self._lock:
             self.tables[name] = table
             self.dummies[name] = dummy_table(table.schema, self.config.dummy_rows)

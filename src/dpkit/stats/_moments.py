@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from dpkit.random import RNGLike
+from dpkit.stats._aggregate import MU, ClampedSum, clamped_sum, mean_of, release_sum
 from dpkit.stats._common import (
     SupportsCharge,
     charge,
@@ -34,10 +35,6 @@ from dpkit.stats._noisy import Part, plan
 from dpkit.stats._release import LinearNoise, Release
 
 __all__ = ["count", "mean", "std", "sum", "var"]
-
-_MU = 1.0 / math.sqrt(3.0)
-"""Reference |centred mean| / half-range for the budget split: the root mean square of a mean
-spread uniformly over the bounds (the split must not read the data)."""
 
 
 def count(
@@ -115,17 +112,11 @@ def sum(
     True
     """
     eps, dlt = check_privacy(epsilon, delta)
-    replace = is_replace(neighbouring)
-    lo, hi = check_bounds(bounds)
-    data = as_vector(x)
-    k = power_exponent((lo, hi))
-    total = fixed_sum(data, (lo, hi), k)
-    tlo, thi = int(np.rint(math.ldexp(lo, k))), int(np.rint(math.ldexp(hi, k)))
-    sens = thi - tlo if replace else max(abs(tlo), abs(thi))
-    pl = plan([Part("sum", -k, sens)], epsilon=eps, delta=dlt)
-    charge(accountant, pl.event, "sum", delta=dlt, rng=rng)
-    (value,) = pl.draw([total], rng)
-    return Release(value, pl.event, "sum", LinearNoise(((pl.parts[0], 1.0),)), delta=dlt)
+    is_replace(neighbouring)  # a bad relation is refused before the data are read
+    return release_sum(
+        clamped_sum(x, bounds), epsilon=eps, delta=dlt, accountant=accountant, rng=rng,
+        neighbouring=neighbouring,
+    )  # fmt: skip
 
 
 def mean(
@@ -202,41 +193,8 @@ def mean(
         n_pub = int(data.size)
     warn_large_delta(dlt, n_pub)
     k = power_exponent((lo, hi))
-    total = fixed_sum(data, (lo, hi), k)
-    tlo, thi = int(np.rint(math.ldexp(lo, k))), int(np.rint(math.ldexp(hi, k)))
-    centre = (tlo + thi) // 2
-    centred = total - int(data.size) * centre
-    sens = thi - tlo if replace else max(thi - centre, centre - tlo)
-    c = math.ldexp(float(centre), -k)
-    h = (hi - lo) / 2
-    if n_pub is not None:
-        size = n_pub
-        pl = plan([Part("centred sum", -k, sens)], epsilon=eps, delta=dlt)
-        charge(accountant, pl.event, "mean", delta=dlt, rng=rng)
-        (s,) = pl.draw([centred], rng)
-        noise = LinearNoise(((pl.parts[0], 1.0 / size),), sampling_sd=h / math.sqrt(size))
-        return Release(c + s / size, pl.event, "mean", noise, delta=dlt)
-
-    def estimate(s: Any, cnt: Any) -> Any:
-        return np.clip(c + s / np.maximum(cnt, 1.0), lo, hi)
-
-    parts = [
-        Part("centred sum", -k, sens, 1.0),
-        Part("count", 0, 1, h * _MU),
-    ]
-    rel, _, _ = release_parts(
-        parts,
-        [centred, int(data.size)],
-        estimate,
-        epsilon=eps,
-        delta=dlt,
-        accountant=accountant,
-        rng=rng,
-        statistic="mean",
-        sampling_sd=lambda _v, size: h / math.sqrt(size),
-        limits=(lo, hi),
-    )
-    return rel
+    agg = ClampedSum((lo, hi), k, fixed_sum(data, (lo, hi), k), int(data.size))
+    return mean_of(agg, eps, dlt, accountant, rng, n_pub, replace)
 
 
 def _var_parts(
@@ -251,7 +209,7 @@ def _var_parts(
     def f(n: float, m1: float, m2: float) -> float:
         return m2 / n + 0.5 - (m1 / n) ** 2
 
-    w_n, w_1, w_2 = gradient_weights(f, [1.0, _MU, 0.0])
+    w_n, w_1, w_2 = gradient_weights(f, [1.0, MU, 0.0])
     parts = [
         range_part("sum", *int_range(ulo, uhi), replace, w_1),
         range_part("centred sum of squares", *int_range(-0.5, top), replace, w_2),

@@ -102,8 +102,11 @@ class PartsBox:
         values = np.where(np.isfinite(values), values, np.nan)
         if np.all(np.isnan(values)):
             raise DPKitError("the noise is too large for an interval around this estimate.")
-        lo = self._refine(axes, np.unravel_index(np.nanargmin(values), values.shape), -1.0)
-        hi = self._refine(axes, np.unravel_index(np.nanargmax(values), values.shape), 1.0)
+        lo, hi = self._refine(
+            axes,
+            np.unravel_index(np.nanargmin(values), values.shape),
+            np.unravel_index(np.nanargmax(values), values.shape),
+        )
         if include_sampling:
             if self.sampling_sd is None:
                 _sampling_draws(None, 0, np.random.default_rng(_SEED))
@@ -112,22 +115,41 @@ class PartsBox:
         a, b = self.limits
         return float(np.clip(lo, a, b)), float(np.clip(hi, a, b))
 
-    def _refine(self, axes: list[Any], start: tuple[Any, ...], sign: float) -> float:
-        """Improve a grid extreme by fine 1-D searches along each axis (two sweeps)."""
-        point = [float(axis[i]) for axis, i in zip(axes, start, strict=True)]
+    def _refine(
+        self, axes: list[Any], low: tuple[Any, ...], high: tuple[Any, ...]
+    ) -> tuple[float, float]:
+        """Improve the grid's minimum and maximum by fine 1-D searches along each axis (two
+        sweeps). The two searches are independent; they run side by side, each step evaluating
+        both lines in one vectorised call (the statistic is elementwise)."""
+        starts = (low, high)
+        signs = (-1.0, 1.0)
+        points = [[float(axis[i]) for axis, i in zip(axes, st, strict=True)] for st in starts]
+        lines = [np.linspace(float(axis.min()), float(axis.max()), 257) for axis in axes]
+        # A line whose other coordinates have not moved since it was last searched (on both
+        # sides) cannot improve on the best found so far: its search is skipped, not repeated.
+        searched: list[Any] = [None] * len(axes)
         with np.errstate(all="ignore"):
-            best = sign * float(self.exact(*point))
+            best = [sg * float(self.exact(*pt)) for sg, pt in zip(signs, points, strict=True)]
             for _ in range(2):
-                for j, axis in enumerate(axes):
-                    line = np.linspace(float(axis.min()), float(axis.max()), 257)
-                    trial = [np.full(line.size, v) for v in point]
-                    trial[j] = line
-                    vals = sign * np.asarray(self.exact(*trial), dtype=np.float64)
-                    vals = np.where(np.isfinite(vals), vals, -np.inf)
-                    k = int(np.argmax(vals))
-                    if vals[k] > best:
-                        best, point[j] = float(vals[k]), float(line[k])
-        return sign * best
+                for j, line in enumerate(lines):
+                    others = [tuple(pt[:j] + pt[j + 1 :]) for pt in points]
+                    if searched[j] == others:
+                        continue
+                    searched[j] = others
+                    n = line.size
+                    trial = [
+                        np.concatenate((np.full(n, points[0][i]), np.full(n, points[1][i])))
+                        for i in range(len(axes))
+                    ]
+                    trial[j] = np.concatenate((line, line))
+                    both = np.asarray(self.exact(*trial), dtype=np.float64)
+                    for side in (0, 1):
+                        vals = signs[side] * both[side * n : (side + 1) * n]
+                        vals = np.where(np.isfinite(vals), vals, -np.inf)
+                        k = int(np.argmax(vals))
+                        if vals[k] > best[side]:
+                            best[side], points[side][j] = float(vals[k]), float(line[k])
+        return -best[0], best[1]
 
     def _bootstrap(self, value: Any, alpha: float, include_sampling: bool) -> tuple[Any, Any]:
         """Basic parametric bootstrap: ``f(T̂ + Z) − f(T̂)`` taken as the error distribution.

@@ -1,0 +1,199 @@
+"""Private sum and mean in two steps: the exact clamped sum, then its release.
+
+:func:`dpkit.stats.sum` and :func:`dpkit.stats.mean` are each "clamp, add exactly, add noise"
+(seed 001, "noisy sums" and "the average"). The first two steps are a deterministic function of
+the data and the public bounds and draw no noise: :func:`clamped_sum` computes them once, and
+:func:`release_sum` / :func:`release_mean` draw fresh noise around that aggregate with exactly the
+calibration, charge and error bars of the one-step functions (which are built from these two
+steps). A caller that answers many queries on the same data (a curator service) can therefore
+keep the :class:`ClampedSum` of a column and pay only for the noise on each answer: re-using a
+deterministic function of the data changes no guarantee, because every release still draws its
+own noise and charges its own event.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dpkit.random import RNGLike
+from dpkit.stats._common import (
+    SupportsCharge,
+    charge,
+    check_privacy,
+    release_parts,
+    warn_large_delta,
+)
+from dpkit.stats._data import as_vector, check_bounds, check_n, refuse_empty_public
+from dpkit.stats._events import Neighbouring, is_replace
+from dpkit.stats._fixed import fixed_sum, power_exponent
+from dpkit.stats._noisy import Part, plan
+from dpkit.stats._release import LinearNoise, Release
+
+__all__ = ["MU", "ClampedSum", "clamped_sum", "mean_of", "release_mean", "release_sum"]
+
+MU = 1.0 / math.sqrt(3.0)
+"""Reference |centred mean| / half-range for the budget split: the root mean square of a mean
+spread uniformly over the bounds (the split must not read the data)."""
+
+
+@dataclass(frozen=True)
+class ClampedSum:
+    """The exact fixed-point sum of records clamped to ``bounds``, and the number of records.
+
+    ``total`` is ``Σ rint(clip(x, L, U) · 2**exponent)`` (an exact integer, see ``_fixed``) and
+    ``size`` the number of records. Both are **private**: this object is an intermediate result
+    to be released only through :func:`release_sum` or :func:`release_mean`.
+    """
+
+    bounds: tuple[float, float]
+    exponent: int
+    total: int
+    size: int
+
+    def __repr__(self) -> str:  # the private fields are never printed (logs, tracebacks)
+        return f"ClampedSum(bounds={self.bounds}, exponent={self.exponent})"
+
+
+def clamped_sum(x: object, bounds: tuple[float, float]) -> ClampedSum:
+    """Clamp ``x`` to ``bounds`` and add it up exactly (no noise, no privacy: see the module).
+
+    Refuses NaN and infinities (:class:`~dpkit.errors.DataError`), like the one-step functions.
+
+    Examples
+    --------
+    >>> from dpkit.stats._aggregate import clamped_sum, release_mean
+    >>> agg = clamped_sum([1.0, 2.0, 30.0], (0.0, 10.0))
+    >>> agg.size, agg.total * 2.0**-agg.exponent
+    (3, 13.0)
+    >>> r = release_mean(agg, epsilon=1.0, rng=0)
+    >>> bool(0.0 <= r.value <= 10.0)
+    True
+    """
+    lo, hi = check_bounds(bounds)
+    data = as_vector(x)
+    k = power_exponent((lo, hi))
+    return ClampedSum((lo, hi), k, fixed_sum(data, (lo, hi), k), int(data.size))
+
+
+def _grid(agg: ClampedSum) -> tuple[int, int]:
+    k = agg.exponent
+    lo, hi = agg.bounds
+    return int(np.rint(math.ldexp(lo, k))), int(np.rint(math.ldexp(hi, k)))
+
+
+def release_sum(
+    agg: ClampedSum,
+    *,
+    epsilon: float,
+    delta: float = 0.0,
+    accountant: SupportsCharge | None = None,
+    rng: RNGLike = None,
+    neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,
+) -> Release:
+    """Release a :class:`ClampedSum`'s total with noise: :func:`dpkit.stats.sum`'s second step.
+
+    ε-DP (discrete Laplace) or (ε, δ)-DP (discrete Gaussian) for the sum of the clamped records,
+    with sensitivity ``max(|L|, |U|)`` (add/remove) or ``U − L`` (replace), seed 001 "noisy sums".
+
+    Examples
+    --------
+    >>> from dpkit.stats._aggregate import clamped_sum, release_sum
+    >>> r = release_sum(clamped_sum([0.5] * 1000, (0, 1)), epsilon=1.0, rng=0)
+    >>> bool(abs(r.value - 500) < 10)
+    True
+    """
+    eps, dlt = check_privacy(epsilon, delta)
+    replace = is_replace(neighbouring)
+    tlo, thi = _grid(agg)
+    sens = thi - tlo if replace else max(abs(tlo), abs(thi))
+    pl = plan([Part("sum", -agg.exponent, sens)], epsilon=eps, delta=dlt)
+    charge(accountant, pl.event, "sum", delta=dlt, rng=rng)
+    (value,) = pl.draw([agg.total], rng)
+    return Release(value, pl.event, "sum", LinearNoise(((pl.parts[0], 1.0),)), delta=dlt)
+
+
+def release_mean(
+    agg: ClampedSum,
+    *,
+    epsilon: float,
+    delta: float = 0.0,
+    accountant: SupportsCharge | None = None,
+    rng: RNGLike = None,
+    n: int | None = None,
+    neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,
+) -> Release:
+    """Release the mean of a :class:`ClampedSum`: :func:`dpkit.stats.mean`'s second step.
+
+    The same estimator, budget split, guarantee and error bars as :func:`dpkit.stats.mean`
+    (which documents them; seed 001 "the average"): the sum is centred on the middle of the
+    bounds, and with an unknown ``n`` a noisy count is released alongside.
+
+    Examples
+    --------
+    >>> from dpkit.stats._aggregate import clamped_sum, release_mean
+    >>> import numpy as np
+    >>> agg = clamped_sum(np.linspace(0, 100, 10_001), (0, 100))
+    >>> r = release_mean(agg, epsilon=1.0, rng=1)
+    >>> bool(abs(r.value - 50) < 0.5)
+    True
+    """
+    eps, dlt = check_privacy(epsilon, delta)
+    replace = is_replace(neighbouring)
+    n_pub = check_n(n)
+    if replace and n_pub is None:
+        refuse_empty_public(agg.size, "mean")
+        n_pub = agg.size
+    warn_large_delta(dlt, n_pub)
+    return mean_of(agg, eps, dlt, accountant, rng, n_pub, replace)
+
+
+def mean_of(
+    agg: ClampedSum,
+    eps: float,
+    dlt: float,
+    accountant: SupportsCharge | None,
+    rng: RNGLike,
+    n_pub: int | None,
+    replace: bool,
+) -> Release:
+    """:func:`release_mean` on arguments already checked (and warned about) by the caller."""
+    lo, hi = agg.bounds
+    k = agg.exponent
+    tlo, thi = _grid(agg)
+    centre = (tlo + thi) // 2
+    centred = agg.total - agg.size * centre
+    sens = thi - tlo if replace else max(thi - centre, centre - tlo)
+    c = math.ldexp(float(centre), -k)
+    h = (hi - lo) / 2
+    if n_pub is not None:
+        size = n_pub
+        pl = plan([Part("centred sum", -k, sens)], epsilon=eps, delta=dlt)
+        charge(accountant, pl.event, "mean", delta=dlt, rng=rng)
+        (s,) = pl.draw([centred], rng)
+        noise = LinearNoise(((pl.parts[0], 1.0 / size),), sampling_sd=h / math.sqrt(size))
+        return Release(c + s / size, pl.event, "mean", noise, delta=dlt)
+
+    def estimate(s: Any, cnt: Any) -> Any:
+        return np.clip(c + s / np.maximum(cnt, 1.0), lo, hi)
+
+    parts = [
+        Part("centred sum", -k, sens, 1.0),
+        Part("count", 0, 1, h * MU),
+    ]
+    rel, _, _ = release_parts(
+        parts,
+        [centred, agg.size],
+        estimate,
+        epsilon=eps,
+        delta=dlt,
+        accountant=accountant,
+        rng=rng,
+        statistic="mean",
+        sampling_sd=lambda _v, size: h / math.sqrt(size),
+        limits=(lo, hi),
+    )
+    return rel
