@@ -80,6 +80,21 @@ def test_bounded_aggregates_bit_identical(spark: Any) -> None:
     assert pc[1].equals(sd[1])
 
 
+def test_one_row_per_pair_bit_identical(spark: Any) -> None:
+    """L∞ = 1: Spark's min_by over the row hash and the in-memory sorted plan keep the same row
+    of every pair; with weighted-Gaussian weights (L0 = 3) and two value transforms."""
+    df = _table()
+    sdf = spark.createDataFrame(df.to_arrow())
+    aggs = [dpf.count(), dpf.sum("x", bounds=(0, 100)), dpf.mean("x", bounds=(0, 100))]
+    a = dpf.Query(df, privacy_unit="user").group_by("city", max_groups=3).agg(*aggs)
+    b = dpf.Query(sdf, privacy_unit="user").group_by("city", max_groups=3).agg(*aggs)
+    for seed in (1, 2):
+        pa, sb = a.bounded_aggregates(seed=seed), b.bounded_aggregates(seed=seed)
+        assert isinstance(pa, pl.DataFrame) and isinstance(sb, pl.DataFrame)
+        assert pa.equals(sb.select(pa.columns))
+        assert int(pa["__weight"].sum()) > 0
+
+
 def test_release_same_shape_and_errors(spark: Any) -> None:
     df = _table()
     sdf = spark.createDataFrame(df.to_arrow())

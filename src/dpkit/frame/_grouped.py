@@ -310,7 +310,7 @@ class GroupedQuery:
     ) -> tuple[Any, Any]:
         own = self._q._unit is None
         prep = prepare(src, layout, plan, seeds, own_unit=own)
-        totals, buckets = bound(prep, layout, plan, self._bounding)
+        totals, buckets = bound(prep, layout, plan, self._bounding, streaming=streaming)
         engine = "streaming" if streaming else "auto"
         if buckets is None:
             return totals.collect(engine=engine), None

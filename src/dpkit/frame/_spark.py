@@ -132,19 +132,12 @@ def _spark_totals(
     values = [m.measure.name for m in plan.measures if m.measure.kind == "value"]
     buckets = [m.measure.name for m in plan.measures if m.measure.kind == "bucket"]
     row_path = bool(buckets) or b.max_rows_per_unit is not None
-    if b.max_rows == 1 and not row_path:  # the packed min of the Polars engine, same integers
-        low, half = 1 << 32, 1 << 31
-        packed = [
-            f.min(f.shiftleft(f.shiftright(f.col(H), 32), 32) + (f.col(c) + f.lit(half))).alias(c)
-            for c in values
-        ]
+    if b.max_rows == 1 and not row_path:  # the row with the smallest row hash, as in Polars
         pairs = prep.groupBy(unit, *keys).agg(
-            f.first(G).alias(G), f.lit(1).cast("long").alias(ROWS), *packed
+            f.first(G).alias(G),
+            f.lit(1).cast("long").alias(ROWS),
+            *(f.min_by(c, H).alias(c) for c in values),
         )
-        pairs = pairs.select(
-            unit, *keys, G, ROWS,
-            *((f.col(c).bitwiseAND(f.lit(low - 1)) - f.lit(half)).alias(c) for c in values),
-        )  # fmt: skip
         rows = prep
     else:
         rn = f.row_number().over(window.partitionBy(unit, *keys).orderBy(H))
