@@ -7,11 +7,14 @@ contribution"):
 1. *prepare* (row-wise, so it runs per batch on any engine): drop rows with a null/NaN in an
    aggregated column; clamp and map each value to its per-row integer (fixed point, a bucket);
    hash every row and every (unit, key) pair with secret 64-bit keys;
-2. *rows per (unit, key)* ``L∞``: keep the ``L∞`` rows with the smallest row hash (a packed
-   ``min`` for ``L∞ = 1``; one sort by hash then ``head`` within each group otherwise);
+2. *rows per (unit, key)* ``L∞``: keep the ``L∞`` rows with the smallest row hash;
 3. *keys per unit* ``L0``: keep the ``L0`` (unit, key) pairs with the smallest pair hash;
 4. *rows per unit* ``L1`` (optional): keep the ``L1`` surviving rows with the smallest row hash;
 5. exact integer sums per key (and per (key, bucket)).
+
+In memory, steps 2, 3 and 5 without buckets or ``L1`` run as one sort and running counts
+(:func:`sorted_totals`); the streaming engine, buckets and ``L1`` use a group-by per pair (a packed
+``min`` for ``L∞ = 1``, a sort by hash then ``head`` otherwise) and a window per unit.
 
 Which rows survive depends only on that unit's own rows and the key — never on data order or on
 other units — so adding or removing one unit changes the bounded table by that unit's bounded
@@ -53,7 +56,11 @@ _HALF = 1 << 31
 
 
 def pack_min(h: Any, t: Any) -> Any:
-    """min over a group of ``(h // 2^32) · 2^32 + t + 2^31``, unpacked back to ``t``."""
+    """min over a group of ``(h // 2^32) · 2^32 + t + 2^31``, unpacked back to ``t``.
+
+    The row with the smallest top 32 bits of its hash, as :func:`sorted_totals` keeps the row
+    with the smallest hash; two rows of one pair sharing those bits (chance 2^-32 per pair of
+    rows) give the smaller ``t`` here — still a function of the unit's own rows only."""
     packed = (h // _LOW) * _LOW + (t + _HALF)
     low = packed.min()
     return low - (low // _LOW) * _LOW - _HALF
