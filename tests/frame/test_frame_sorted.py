@@ -48,8 +48,8 @@ def _both_plans(df: pl.DataFrame, l_inf: int, l0: int) -> tuple[pl.DataFrame, pl
     layout = gq._layout()
     prep = prepare(gq._source(), layout, plan, SEEDS, own_unit=False)
     b = Bounding(l_inf, l0, None, False)
-    fast, _ = bound(prep, layout, plan, b)
-    grouped, _ = bound(prep, layout, plan, b, streaming=True)
+    fast, _ = bound(prep, layout, plan, b, sort=True)
+    grouped, _ = bound(prep, layout, plan, b, sort=False)
     keys = list(layout.keys)
     return fast.collect().sort(keys), grouped.collect().sort(keys), (prep.collect(), plan, keys)
 
@@ -124,3 +124,25 @@ def test_sorted_plan_on_an_empty_table_and_each_row_its_own_unit() -> None:
     assert isinstance(own, pl.DataFrame)
     want = df.group_by("k2").len().sort("k2", nulls_last=True)
     assert own["__rows"].to_list() == want["len"].to_list()
+
+
+def test_both_plans_on_an_empty_frame_and_row_units() -> None:
+    """The explain-time run on an empty frame, and units made of single rows, on both plans."""
+    df = _table(9)
+    gq = _query(df, 1, 2)
+    plan = gq.explain(epsilon=1.0, delta=1e-6).plan
+    layout = gq._layout()
+    b = Bounding(1, 2, None, False)
+    for sort in (True, False):
+        prep = prepare(gq._source().clear(), layout, plan, SEEDS, own_unit=False)
+        assert bound(prep, layout, plan, b, sort=sort)[0].collect().height == 0
+    own = dpf.Query(df.drop("user"), privacy_unit=None).group_by("k2", max_groups=1)
+    g = own.agg(dpf.count())
+    plan1 = g.explain(epsilon=1.0, delta=1e-6).plan
+    prep1 = prepare(g._source(), g._layout(), plan1, SEEDS, own_unit=True)
+    b1 = Bounding(1, 1, None, False)
+    got = [
+        bound(prep1, g._layout(), plan1, b1, sort=s)[0].collect().sort("k2") for s in (True, False)
+    ]
+    assert got[0].select(got[1].columns).equals(got[1])
+    assert int(got[0]["__rows"].sum()) == df.height
