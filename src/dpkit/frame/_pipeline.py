@@ -71,9 +71,11 @@ def pack_min(h: Any, t: Any) -> Any:
     The row with the smallest top 32 bits of its hash, as :func:`sorted_totals` keeps the row
     with the smallest hash; two rows of one pair sharing those bits (chance 2^-32 per pair of
     rows) give the smaller ``t`` here — still a function of the unit's own rows only."""
-    packed = (h // _LOW) * _LOW + (t + _HALF)
-    low = packed.min()
-    return low - (low // _LOW) * _LOW - _HALF
+    # |t| < 2^31, so t + 2^31 fills the low half exactly: the packing is a mask and an or, the
+    # unpacking a mask (the same integers as floor division, at a fraction of its cost)
+    pl = polars()
+    packed = (h & pl.lit(-_LOW, dtype=pl.Int64)) | (t + _HALF)
+    return (packed.min() & pl.lit(_LOW - 1, dtype=pl.Int64)) - _HALF
 
 
 def bucket_column(m: Measure) -> str:
