@@ -15,7 +15,7 @@ import pytest
 
 import dpkit.frame as dpf
 from dpkit.frame._calibrate import Bounding
-from dpkit.frame._pipeline import ROWS, UNITS, WEIGHT, G, H, bound, prepare
+from dpkit.frame._pipeline import ROWS, UNITS, WEIGHT, G, H, bound, pack_min, prepare
 from dpkit.frame._selection import weights
 
 B = (0.0, 100.0)
@@ -146,3 +146,20 @@ def test_both_plans_on_an_empty_frame_and_row_units() -> None:
     ]
     assert got[0].select(got[1].columns).equals(got[1])
     assert int(got[0]["__rows"].sum()) == df.height
+
+
+def test_pack_min_is_the_floor_division_packing() -> None:
+    """The masked packing gives the integers of ``(h // 2^32)·2^32 + t + 2^31`` (the Spark and
+    earlier form), for negative hashes and the extreme per-row integers ±2^30."""
+    g = np.random.default_rng(0)
+    n = 50_000
+    h = g.integers(-(2**63), 2**63 - 1, n, dtype=np.int64)
+    h[:4] = [-(2**63), 2**63 - 1, -1, 0]
+    t = g.integers(-(2**30), 2**30 + 1, n)
+    t[:4] = [-(2**30), 2**30, -(2**30), 2**30]
+    df = pl.DataFrame({"g": g.integers(0, 500, n), "h": h, "t": t})
+    low, half = 1 << 32, 1 << 31
+    packed = (pl.col("h") // low) * low + (pl.col("t") + half)
+    want = packed.min() - (packed.min() // low) * low - half
+    got = df.group_by("g").agg(pack_min(pl.col("h"), pl.col("t")).alias("a"), want.alias("b"))
+    assert got.height == 500 and got.filter(pl.col("a") != pl.col("b")).height == 0
