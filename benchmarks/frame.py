@@ -66,6 +66,32 @@ def hand_bounded_polars(df: pl.DataFrame) -> Any:
     return pairs.group_by("key").agg(pl.col("n").sum(), pl.col("x").sum()).collect()
 
 
+def hand_bounded_polars_sorted(df: pl.DataFrame) -> Any:
+    """The same bounds by one stable sort and running counts (no per-pair group-by, no window):
+    the first L∞ rows of each (unit, key) in data order, the unit's first L0 keys in key order."""
+    u, k = pl.col("user"), pl.col("key")
+    new_user = u.ne_missing(u.shift(1))
+    new_pair = new_user | k.ne_missing(k.shift(1))
+    rows = (
+        df.lazy()
+        .sort("user", "key", maintain_order=True)
+        .with_columns(
+            new_user.alias("nu"),
+            new_pair.alias("np"),
+            pl.int_range(pl.len(), dtype=pl.Int64).alias("i"),
+        )
+        .with_columns(pl.col("np").cast(pl.Int64).cum_sum().alias("p"))
+    )
+    first_pair = pl.when(pl.col("nu")).then(pl.col("p")).forward_fill()
+    first_row = pl.when(pl.col("np")).then(pl.col("i")).forward_fill()
+    kept = rows.filter((pl.col("p") - first_pair < L0) & (pl.col("i") - first_row < L_INF))
+    return (
+        kept.group_by("key")
+        .agg(pl.len().alias("n"), pl.col("x").clip(0, 100).sum(), pl.col("np").sum())
+        .collect()
+    )
+
+
 def dpkit_query(data: Any, public: bool) -> Any:
     keys = list(range(1, KEYS + 1)) if public else None
     q = dpf.Query(data, privacy_unit="user").group_by(
@@ -75,12 +101,28 @@ def dpkit_query(data: Any, public: bool) -> Any:
 
 
 def opendp_release(df: pl.DataFrame, sums: bool = True) -> Any:
+    """The same query in OpenDP's Polars API (0.16), end to end (calibration + run).
+
+    - privacy unit: ``unit_of(contributions=1, identifier=pl.col("user"))``, one user changes
+      (``contributions=[]`` gives no bound on changed users, so no truncation bound is derived
+      and 0.16 falls back to margins: ``max_groups · max_length`` = 5000 · 10^7 overflows u32);
+    - margins: at most 5,000 keys (``Margin(by=["key"], max_groups=5000)``) and at most
+      ``df.height`` rows (``Margin(by=[], max_length=n)``), which float sums and means need;
+    - L∞ = 1: ``truncate_per_group(1, by=["key"])`` (a shuffled row per (user, key));
+    - L0 = 5: ``truncate_num_groups(6, by=["key"], keep="first")``: 0.16 keeps the rows with
+      ``rank("dense") < k`` and dense ranks start at 1, so k = 6 keeps 5 keys per user, the same
+      bounded table as ours (its accounting assumes 6, a little more noise); ``keep="sample"``
+      (the default) ranks ``struct(hash, struct)`` whose two fields share a name and fails at
+      collect time (Polars DuplicateError), so "first" (the user's smallest keys) is used;
+    - private key selection: OpenDP's own threshold (a group-by without public keys under
+      approximate DP), count + sum + mean of ``x`` clamped to [0, 100], ε = 1, δ = 1e-6.
+    """
     import opendp.prelude as dp
 
     dp.enable_features("contrib")
     ctx = dp.Context.compositor(
         data=df.lazy(),
-        privacy_unit=dp.unit_of(contributions=[], identifier="user"),
+        privacy_unit=dp.unit_of(contributions=1, identifier=pl.col("user")),
         privacy_loss=dp.loss_of(epsilon=EPS, delta=DELTA),
         split_evenly_over=1,
         margins=[
@@ -92,11 +134,15 @@ def opendp_release(df: pl.DataFrame, sums: bool = True) -> Any:
     q = (
         ctx.query()
         .truncate_per_group(L_INF, by=["key"])
-        .truncate_num_groups(L0, by=["key"])
+        .truncate_num_groups(L0 + 1, by=["key"], keep="first")
         .group_by("key")
         .agg(
             pl.len().dp.noise(),
-            *((x.dp.sum((0.0, 100.0)), x.dp.mean((0.0, 100.0))) if sums else ()),
+            *(
+                (x.dp.sum((0.0, 100.0)).alias("sum"), x.dp.mean((0.0, 100.0)).alias("mean"))
+                if sums
+                else ()
+            ),
         )
     )
     return q.release().collect()
@@ -172,14 +218,19 @@ def run_spark(df: pl.DataFrame, rows: list[tuple[str, ...]], base: float | None)
 def polars_part(rows_n: int, rows: list[tuple[str, ...]]) -> pl.DataFrame:
     df = make_data(rows_n)
     t_raw = best_of(lambda: raw_polars(df))
-    t_hand = best_of(lambda: hand_bounded_polars(df))
+    t_group = best_of(lambda: hand_bounded_polars(df))
+    t_sort = best_of(lambda: hand_bounded_polars_sorted(df))
+    t_hand = min(t_group, t_sort)  # the limit is the faster of two competent hand-written plans
     priv, pub = dpkit_query(df, public=False), dpkit_query(df, public=True)
     t_priv = best_of(lambda: priv.release(epsilon=EPS, delta=DELTA))
     t_pub = best_of(lambda: pub.release(epsilon=EPS))
     rows.append(
         (f"raw Polars count+sum+mean ({rows_n:,} rows)", f"{t_raw:.3f}", f"{t_raw / t_hand:.2f}")
     )
-    rows.append(("hand-written bounded Polars (the limit)", f"{t_hand:.3f}", "1.00"))
+    rows.append(
+        ("hand-written bounding, group-by + window", f"{t_group:.3f}", f"{t_group / t_hand:.2f}")
+    )
+    rows.append(("hand-written bounding, one sort", f"{t_sort:.3f}", f"{t_sort / t_hand:.2f}"))
     rows.append(("dpkit.frame, private key selection", f"{t_priv:.3f}", f"{t_priv / t_hand:.2f}"))
     rows.append(("dpkit.frame, 5,000 public keys", f"{t_pub:.3f}", f"{t_pub / t_hand:.2f}"))
     try:

@@ -80,6 +80,21 @@ def test_bounded_aggregates_bit_identical(spark: Any) -> None:
     assert pc[1].equals(sd[1])
 
 
+def test_one_row_per_pair_bit_identical(spark: Any) -> None:
+    """L∞ = 1: Spark's min_by over the row hash and the in-memory sorted plan keep the same row
+    of every pair; with weighted-Gaussian weights (L0 = 3) and two value transforms."""
+    df = _table()
+    sdf = spark.createDataFrame(df.to_arrow())
+    aggs = [dpf.count(), dpf.sum("x", bounds=(0, 100)), dpf.mean("x", bounds=(0, 100))]
+    a = dpf.Query(df, privacy_unit="user").group_by("city", max_groups=3).agg(*aggs)
+    b = dpf.Query(sdf, privacy_unit="user").group_by("city", max_groups=3).agg(*aggs)
+    for seed in (1, 2):
+        pa, sb = a.bounded_aggregates(seed=seed), b.bounded_aggregates(seed=seed)
+        assert isinstance(pa, pl.DataFrame) and isinstance(sb, pl.DataFrame)
+        assert pa.equals(sb.select(pa.columns))
+        assert int(pa["__weight"].sum()) > 0
+
+
 def test_release_same_shape_and_errors(spark: Any) -> None:
     df = _table()
     sdf = spark.createDataFrame(df.to_arrow())
@@ -104,4 +119,35 @@ def test_release_same_shape_and_errors(spark: Any) -> None:
     acct = Accountant(PureDP(epsilon=5.0))
     with pytest.raises(DataError, match="null"):
         g.release(epsilon=1.0, accountant=acct)
+    assert not acct.ledger
+
+
+def test_spark_job_failures_are_data_errors_and_charge_nothing(spark: Any, tmp_path: Any) -> None:
+    """A real failing Spark job (a Parquet file deleted after it was planned; a transformation
+    that fails on a row and quotes it) is a DataError that quotes nothing, and charges nothing."""
+    from pyspark.sql import functions as f
+
+    from dpkit.accounting import Accountant, PureDP
+
+    path = str(tmp_path / "t.parquet")
+    _table().write_parquet(path)
+    sdf = spark.read.parquet(path)  # the file list and schema are read now
+    os.remove(path)
+    acct = Accountant(PureDP(epsilon=5.0))
+    q = dpf.Query(sdf, privacy_unit="user").group_by("city", public_keys=["a", "b"])
+    with pytest.raises(DataError, match="Spark job") as err:
+        q.agg(dpf.count()).release(epsilon=1.0, accountant=acct)
+    assert "t.parquet" not in str(err.value) and err.value.__cause__ is None
+    assert not acct.ledger
+    secret = "SECRET-7731"
+    failing = spark.createDataFrame(_table().to_arrow()).withColumn(
+        "x",
+        f.when(
+            f.col("x") > 109, f.raise_error(f.concat(f.lit(secret), f.col("x").cast("string")))
+        ).otherwise(f.col("x")),
+    )
+    g = dpf.Query(failing, privacy_unit="user").group_by("city", max_groups=1)
+    with pytest.raises(DataError, match="Spark job") as err2:
+        g.agg(dpf.sum("x", bounds=(0, 100))).release(epsilon=1.0, delta=1e-6, accountant=acct)
+    assert secret not in str(err2.value) and "109." not in str(err2.value)
     assert not acct.ledger

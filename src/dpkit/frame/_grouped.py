@@ -331,7 +331,7 @@ class GroupedQuery:
         for part in range(partitions):
             rows = unit_partition(src, layout.unit, int(seeds[2]), part, partitions)
             prep = prepare(rows, layout, plan, seeds, own_unit=own)
-            totals, buckets = bound(prep, layout, plan, self._bounding)
+            totals, buckets = bound(prep, layout, plan, self._bounding, streaming=streaming)
             if buckets is None:
                 all_totals.append(totals.collect(engine=engine))
                 all_buckets = None

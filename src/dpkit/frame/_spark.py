@@ -78,10 +78,44 @@ def _prepare_batches(
     return run
 
 
+def _failure_name(exc: BaseException) -> str:
+    """The failure's class and Spark error condition: names only, never Spark's message (an
+    executor's message can quote the offending row)."""
+    parts = [type(exc).__name__]
+    try:
+        condition = exc.getCondition() if hasattr(exc, "getCondition") else None
+        if condition is None and hasattr(exc, "java_exception"):  # a raw Py4JJavaError
+            condition = exc.java_exception.getClass().getName()
+    except Exception:  # the JVM may be gone: the Python class name is enough
+        condition = None
+    if isinstance(condition, str) and condition:
+        parts.append(condition)
+    return ", ".join(parts)
+
+
 def spark_totals(
     gq: GroupedQuery, layout: Layout, plan: NoisePlan, seeds: Sequence[int]
 ) -> tuple[Any, Any]:
-    """Exact bounded totals computed by Spark, returned as Polars frames on the driver."""
+    """Exact bounded totals computed by Spark, returned as Polars frames on the driver.
+
+    Runs before the accountant is charged, so a failing Spark job (an unreadable input, a lost
+    executor, a failing transformation) is raised as a :class:`DataError` and charges nothing.
+    """
+    try:
+        return _spark_totals(gq, layout, plan, seeds)
+    except DataError:
+        raise
+    except Exception as exc:
+        raise DataError(
+            f"the Spark job computing the bounded aggregates failed ({_failure_name(exc)}); "
+            "nothing was released or charged. Check that the input is readable and that its "
+            "transformations run (Spark's own message is not repeated: it may quote data)."
+        ) from None
+
+
+def _spark_totals(
+    gq: GroupedQuery, layout: Layout, plan: NoisePlan, seeds: Sequence[int]
+) -> tuple[Any, Any]:
     f, window, t = _spark()
     pl = polars()
     df = gq._q._data
@@ -98,19 +132,12 @@ def spark_totals(
     values = [m.measure.name for m in plan.measures if m.measure.kind == "value"]
     buckets = [m.measure.name for m in plan.measures if m.measure.kind == "bucket"]
     row_path = bool(buckets) or b.max_rows_per_unit is not None
-    if b.max_rows == 1 and not row_path:  # the packed min of the Polars engine, same integers
-        low, half = 1 << 32, 1 << 31
-        packed = [
-            f.min(f.shiftleft(f.shiftright(f.col(H), 32), 32) + (f.col(c) + f.lit(half))).alias(c)
-            for c in values
-        ]
+    if b.max_rows == 1 and not row_path:  # the row with the smallest row hash, as in Polars
         pairs = prep.groupBy(unit, *keys).agg(
-            f.first(G).alias(G), f.lit(1).cast("long").alias(ROWS), *packed
+            f.first(G).alias(G),
+            f.lit(1).cast("long").alias(ROWS),
+            *(f.min_by(c, H).alias(c) for c in values),
         )
-        pairs = pairs.select(
-            unit, *keys, G, ROWS,
-            *((f.col(c).bitwiseAND(f.lit(low - 1)) - f.lit(half)).alias(c) for c in values),
-        )  # fmt: skip
         rows = prep
     else:
         rn = f.row_number().over(window.partitionBy(unit, *keys).orderBy(H))
