@@ -120,3 +120,16 @@ def test_exponents_outside_the_range_are_rejected() -> None:
         c = math.ldexp(1.5, 52 - k)
         assert 2.2250738585072014e-308 <= c < 2.0**970
         assert fixed_sum(np.array([0.0]), (0.0, 1.0), k) == 0
+
+
+@pytest.mark.parametrize("where", [3, fx._THREADS_FROM + BLOCK + 5])
+def test_a_signalling_nan_is_refused_with_data_error_not_a_warning(where: int) -> None:
+    # A signalling NaN (quiet bit clear) raises the invalid flag in x + C: NumPy then emitted a
+    # RuntimeWarning, an exception under warnings-as-errors, in place of the DataError. The second
+    # position lies in the helper thread's half (NumPy's error state is per thread).
+    n = where + 6 if where < fx._THREADS_FROM else fx._THREADS_FROM + BLOCK + 6
+    x = np.zeros(n)
+    x.view(np.uint64)[where] = 0x7FF0_0000_0000_0001
+    assert math.isnan(x[where])
+    with pytest.raises(DataError, match="NaN or infinite"):
+        fixed_sum(x, (0.0, 1.0), power_exponent((0.0, 1.0)))

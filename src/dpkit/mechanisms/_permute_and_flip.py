@@ -229,9 +229,12 @@ class PermuteAndFlip:
         best = float(s.max())
         # γ_i = rate · (best − s_i) / 2**60 in floats for the bracket (one rounding for the gap of
         # two integer-valued doubles, one for the rate, one for the product; an overflow is capped
-        # like any γ above 700), and exactly in Python integers for the rare exact coin.
+        # like any γ above 700), and exactly in Python integers for the rare exact coin. The rate
+        # is capped before float() (a huge ε makes it too large for a float: OverflowError after
+        # the charge): a nonzero gap is at least 1, so a rate at the cap already puts γ there.
+        rate = float(min(self._rate, _CAP)) * 2.0**-_RATE_BITS
         with np.errstate(over="ignore"):
-            g = np.minimum((best - s) * (float(self._rate) * 2.0**-_RATE_BITS), 700.0)
+            g = np.minimum((best - s) * rate, 700.0)
         top = int(best)
 
         def gamma_of(i: int) -> int:

@@ -100,7 +100,11 @@ def _run_blocks(n: int, work: Work) -> int:
     def chunk(part: range) -> int:
         values = np.empty(size)
         flags = np.ones(size, dtype=np.bool_)
-        return sum(work(s, min(s + BLOCK, n), values, flags) for s in part)
+        # Per thread (NumPy's error state is not inherited): a signalling NaN raises the invalid
+        # flag in the addition, a RuntimeWarning (an exception under warnings-as-errors) instead of
+        # the DataError that the finiteness check gives every NaN.
+        with np.errstate(invalid="ignore"):
+            return sum(work(s, min(s + BLOCK, n), values, flags) for s in part)
 
     if n < _THREADS_FROM:
         return chunk(starts)
