@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -54,3 +57,40 @@ def test_a_pool_still_draws_after_validation() -> None:
     pool = NoisePool(batch=1, scales=1)
     assert isinstance(discrete_laplace(2, rng=pool), int)
     assert isinstance(discrete_laplace(3, rng=pool), int)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX fork")
+def test_a_child_forked_while_another_thread_holds_the_pool_can_draw() -> None:
+    # The pool's lock, held by a thread that does not exist in the child, is replaced there
+    # (with the spare samples dropped and the generator re-keyed); the child would hang otherwise.
+    pool = NoisePool(batch=4)
+    discrete_laplace(1000, rng=pool)
+    held, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with pool._lock:
+            held.set()
+            done.wait(10)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    held.wait(10)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        os.write(w, b"%d" % discrete_laplace(1000, rng=pool))
+        os._exit(0)
+    os.close(w)
+    try:
+        deadline = time.monotonic() + 20
+        while os.waitpid(pid, os.WNOHANG) == (0, 0):
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                pytest.fail("the forked child hung on the pool's lock")
+            time.sleep(0.01)
+        assert os.read(r, 64).lstrip(b"-").isdigit()
+    finally:
+        os.close(r)
+        done.set()
+        t.join()
