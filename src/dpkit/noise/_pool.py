@@ -22,6 +22,7 @@ held in memory until used, like the generator's key; a ``fork()`` child starts w
 from __future__ import annotations
 
 import os
+import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
+from dpkit.errors import PrivacyParameterError
 from dpkit.random import SecureGenerator
 
 __all__ = ["NoisePool"]
@@ -44,7 +46,9 @@ class NoisePool(SecureGenerator):
     Pass it as ``rng=`` wherever dpkit accepts a generator: ``discrete_laplace(scale, rng=pool)``
     and ``discrete_gaussian(sigma, rng=pool)`` without ``size`` take their sample from the pool
     of that scale (see the module docstring for why this is sound); everything else draws from
-    the generator as usual. Like any NumPy generator it is not thread-safe: use one per thread.
+    the generator as usual. Threads may share it, as they may share a NumPy generator: each
+    sample is handed out under a lock, so two threads never take the same one (one pool per
+    thread still avoids waiting on that lock).
 
     Parameters
     ----------
@@ -72,7 +76,11 @@ class NoisePool(SecureGenerator):
         batch: int = 512,
         scales: int = 64,
     ) -> None:
+        for name, value in (("batch", batch), ("scales", scales)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise PrivacyParameterError(f"{name} must be a positive int.")
         super().__init__(bit_generator)
+        self._lock = threading.Lock()
         self._batch = batch
         self._scales = scales
         self._stash: OrderedDict[tuple[str, int, int], tuple[IntArray, list[int]]] = OrderedDict()
@@ -80,6 +88,12 @@ class NoisePool(SecureGenerator):
 
     def take(self, key: tuple[str, int, int], sample: Callable[[int], IntArray]) -> int:
         """The next unused sample for ``key``; ``sample(n)`` draws ``n`` new ones when empty."""
+        # Without the lock, two threads sharing a pool can read the same position before either
+        # advances it (one sample released twice) or read a slot already erased (no noise).
+        with self._lock:
+            return self._take(key, sample)
+
+    def _take(self, key: tuple[str, int, int], sample: Callable[[int], IntArray]) -> int:
         entry = self._stash.get(key)
         if entry is None or entry[1][0] >= entry[0].size:
             entry = (sample(self._batch), [0])
@@ -96,12 +110,15 @@ class NoisePool(SecureGenerator):
 
     def clear(self) -> None:
         """Drop every spare sample."""
-        self._stash.clear()
+        with self._lock:
+            self._stash.clear()
 
 
 def _clear_after_fork() -> None:
     # The child must not release noise its parent may release too.
     for pool in list(_POOLS):
+        # A lock held by another thread of the parent at fork() is never released in the child.
+        pool._lock = threading.Lock()
         pool.clear()
 
 
