@@ -122,9 +122,12 @@ class Curator:
 
     def _install(self, table: Table) -> None:
         name = table.schema.name
-        for col in table.schema.columns:
-            if col.bounds is not None:  # the aggregate of the declared bounds, ready for queries
-                clamped(table, col.name, col.bounds)
+        # The aggregate of the declared bounds, ready for queries; only row-unit datasets answer
+        # the row-level sum and mean that use it.
+        if table.schema.privacy_unit == "row":
+            for col in table.schema.columns:
+                if col.bounds is not None:
+                    clamped(table, col.name, col.bounds)
         with self._lock:
             self.tables[name] = table
             self.dummies[name] = dummy_table(table.schema, self.config.dummy_rows)
