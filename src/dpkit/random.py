@@ -35,6 +35,7 @@ import numbers
 import os
 import warnings
 import weakref
+from typing import Any
 
 import numpy as np
 from randomgen import AESCounter
@@ -89,6 +90,18 @@ class SecureGenerator(np.random.Generator):
             _KEYED.add(self)
         else:
             super().__init__(bit_generator)
+
+    def __reduce__(self) -> Any:
+        # A copy (pickle, copy, deepcopy, or a generator sent to a process pool) would continue
+        # the same AES stream as the original, so two releases would share their noise and cancel
+        # in differences. A keyed generator therefore cannot be copied; one of a caller's own bit
+        # generator copies as NumPy's generators do.
+        if self in _KEYED:
+            raise TypeError(
+                "a secure generator cannot be copied or pickled: the copy would replay its noise. "
+                "Create a new SecureGenerator() (or pass rng=None) in each process."
+            )
+        return super().__reduce__()
 
 
 def _rekey_after_fork() -> None:
