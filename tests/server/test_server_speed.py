@@ -4,6 +4,7 @@ across tables), remembered prices (an identical request is not probed twice), gr
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import warnings
@@ -23,6 +24,7 @@ from dpkit.noise._discrete import sample_discrete_gaussian, sample_discrete_lapl
 from dpkit.random import is_secure
 from dpkit.server import DatasetSchema, stats_registry
 from dpkit.server._group import GroupCommit
+from dpkit.server._queries import clamped
 from dpkit.server._registry import Answer, Meter, Prepared, QueryRegistry
 from dpkit.server._schema import Table, dummy_table
 
@@ -143,6 +145,10 @@ def test_exact_sums_are_computed_once_per_table_and_bounds(monkeypatch: Any) -> 
     wide = reg.prepare("sum", {"epsilon": 1.0, "column": "x", "bounds": [-1, 2]}, SCHEMA, dummy)
     wide.compute(t1, None, Meter(1.0, 0.0))
     assert len(calls) == 5  # other bounds, other aggregate (probe + t1)
+    # -0.0 == 0.0, but each sign keeps its own aggregate (an answer never shows another's sign)
+    for lo in (0.0, -0.0):
+        agg = clamped(t1, "x", (lo, 1.0))
+        assert math.copysign(1.0, agg.bounds[0]) == math.copysign(1.0, lo)
 
 
 def test_an_identical_request_is_probed_once_and_still_metered() -> None:

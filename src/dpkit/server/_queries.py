@@ -156,8 +156,11 @@ def clamped(table: Table, column: str, bounds: tuple[float, float]) -> ClampedSu
     Deterministic and noise-free, so the same aggregate serves every sum and mean on these
     bounds; each answer draws its own noise (:func:`dpkit.stats._aggregate.release_mean`).
     """
+    # Keyed by the bounds' exact bit patterns: -0.0 == 0.0, and sharing their entry would let
+    # one analyst's answer show the sign another analyst chose.
+    exact = tuple(float(b).hex() for b in bounds)
     return table.memo.get(
-        ("clamped_sum", column, bounds), lambda: clamped_sum(table.columns[column], bounds)
+        ("clamped_sum", column, exact), lambda: clamped_sum(table.columns[column], bounds)
     )
 
 
