@@ -163,3 +163,22 @@ def test_pack_min_is_the_floor_division_packing() -> None:
     want = packed.min() - (packed.min() // low) * low - half
     got = df.group_by("g").agg(pack_min(pl.col("h"), pl.col("t")).alias("a"), want.alias("b"))
     assert got.height == 500 and got.filter(pl.col("a") != pl.col("b")).height == 0
+
+
+@pytest.mark.parametrize("sort", [True, False])
+def test_key_labels_do_not_depend_on_the_rows(sort: bool) -> None:
+    """-0.0 and 0.0 are one group; the released label must not be whichever sign a person's
+    row (first in some hash or data order) carried — that would publish data outside the noise.
+    Both plans, both data orders, several hash keys: the label is always +0.0."""
+    for order in (1, -1):
+        k = [0.0, -0.0, 0.0, -0.0, float("nan"), -float("nan")][::order]
+        df = pl.DataFrame({"user": [1, 2, 3, 4, 5, 6], "key": k, "x": [1.0] * 6})
+        gq = dpf.Query(df, privacy_unit="user").group_by("key", max_groups=1)
+        gq = gq.agg(dpf.count())
+        plan = gq.explain(epsilon=1.0, delta=1e-6).plan
+        for s in range(3):
+            seeds = [s, s + 1, s + 2, s + 3]
+            prep = prepare(gq._source(), gq._layout(), plan, seeds, own_unit=False)
+            out = bound(prep, gq._layout(), plan, Bounding(1, 1, None, False), sort=sort)[0]
+            keys = out.collect()["key"].to_numpy()
+            assert len(keys) == 2 and not np.signbit(keys).any(), (order, s)

@@ -169,7 +169,21 @@ def prepare(
         elif m.kind == "bucket":
             cols.append(_bucket(pl, m).alias(m.name))
     keep = [layout.unit, *layout.keys]
-    return lf.with_columns(cols).select([*keep, H, G, *(c.meta.output_name() for c in cols)])
+    lf = lf.with_columns(cols).select([*keep, H, G, *(c.meta.output_name() for c in cols)])
+    return lf.with_columns(
+        _canonical(pl, k, t)
+        for k, t in lf.collect_schema().items()
+        if k in layout.keys and t.is_float()
+    )
+
+
+def _canonical(pl: Any, key: str, dtype: Any) -> Any:
+    """A float key with one sign of zero and one NaN: −0.0 and 0.0 (and NaNs) are one group,
+    and its released label must not be the sign or payload some person's row happened to have
+    (the label a group keeps is the first row's, in hash or data order)."""
+    c = pl.col(key)
+    zero, nan = pl.lit(0.0, dtype=dtype), pl.lit(float("nan"), dtype=dtype)
+    return pl.when(c == 0).then(zero).when(c.is_nan()).then(nan).otherwise(c).alias(key)
 
 
 def _gaussian_weights(plan: NoisePlan) -> bool:
