@@ -138,6 +138,40 @@ def test_each_row_its_own_unit() -> None:
     assert got["__rows"].to_list() == want["len"].to_list()
 
 
+@pytest.mark.parametrize("parts", [1, 3])
+def test_row_units_are_stable_and_order_free(parts: int) -> None:
+    """Each row its own unit: one row fewer changes the totals by that row's integers only, for
+    a fixed hash key, and the order of the rows changes nothing. (Numbering rows by position
+    gave every later row a new hash, hence a new rounding: a neighbour moved other rows' sums.)
+    """
+    g = np.random.default_rng(8)
+    df = pl.DataFrame({"key": g.integers(0, 3, 600), "x": g.uniform(-20.0, 120.0, 600)})
+    df = pl.concat([df, df.head(40)])  # identical rows too
+
+    def tot(d: pl.DataFrame) -> pl.DataFrame:
+        q = dpf.Query(d, privacy_unit=None).group_by("key", max_groups=1, max_rows=1)
+        q = q.agg(dpf.count(), dpf.sum("x", bounds=B))
+        out = q.bounded_aggregates(seed=5, partitions=parts)
+        assert isinstance(out, pl.DataFrame)
+        return out
+
+    full = tot(df)
+    assert full.equals(tot(df.reverse())) and full.equals(tot(df.sample(fraction=1.0, seed=1)))
+
+    def without(i: int) -> pl.DataFrame:
+        return tot(df.filter(pl.int_range(pl.len()) != i))
+
+    # identical rows are interchangeable: removing either copy gives the same totals
+    assert without(0).equals(without(600)) and without(15).equals(without(615))
+    for i in (100, 300, 599):  # rows without a copy: exactly that row's integers go
+        rest, one = without(i), tot(df[i])
+        diff = full.join(rest, on="key", how="left", suffix="_r").fill_null(0)
+        k = one["key"][0]
+        for c in full.columns[1:]:
+            want = [int(one[c][0]) if key == k else 0 for key in diff["key"]]
+            assert (diff[c] - diff[f"{c}_r"]).to_list() == want, (i, c)
+
+
 def test_null_and_nan_values_are_dropped_before_bounding() -> None:
     df = pl.DataFrame(
         {"user": [1, 1, 2, 3], "key": [0, 0, 0, 0], "x": [None, 5.0, float("nan"), 7.0]}

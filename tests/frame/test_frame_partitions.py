@@ -10,6 +10,7 @@ import pytest
 
 import dpkit.frame as dpf
 import dpkit.frame._grouped as grouped_mod
+import dpkit.frame._pipeline as pipeline_mod
 from dpkit.accounting import Accountant, ApproxDP
 from dpkit.errors import PrivacyParameterError
 
@@ -67,10 +68,19 @@ def _equal(a: Any, b: Any) -> bool:
     return bool(a.equals(b))
 
 
+@pytest.mark.parametrize("sort", [True, False])
 @pytest.mark.parametrize(("name", "unit", "by", "bounds", "aggs"), CASES, ids=[c[0] for c in CASES])
 def test_partitioned_bounded_aggregates_are_bit_identical(
-    name: str, unit: str | None, by: tuple[str, ...], bounds: dict[str, int], aggs: Any
+    name: str,
+    unit: str | None,
+    by: tuple[str, ...],
+    bounds: dict[str, int],
+    aggs: Any,
+    sort: bool,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # both in-memory plans (the default depends on the Polars version), and streaming
+    monkeypatch.setattr(pipeline_mod, "sort_is_faster", lambda: sort)
     g = _query(_table(), unit, by, bounds, aggs)
     one = g.bounded_aggregates(seed=7)
     for parts in (2, 3, 8):

@@ -95,6 +95,23 @@ def test_one_row_per_pair_bit_identical(spark: Any) -> None:
         assert int(pa["__weight"].sum()) > 0
 
 
+def test_row_units_bit_identical_and_order_free(spark: Any) -> None:
+    """Each row its own unit: a row's integers depend on its content and occurrence among
+    identical rows, not on its position (Spark's row ids depend on the partitioning), so Spark
+    and Polars agree, and a reordered input gives the same totals."""
+    df = _table().drop("user")
+    df = pl.concat([df, df.head(50)])  # identical rows too
+    aggs = [dpf.count(), dpf.sum("x", bounds=(0, 100)), dpf.mean("x", bounds=(0, 100))]
+    a = dpf.Query(df, privacy_unit=None).group_by("city").agg(*aggs)
+    pa = a.bounded_aggregates(seed=4)
+    for frame in (df, df.reverse()):
+        sdf = spark.createDataFrame(frame.to_arrow()).repartition(3)
+        b = dpf.Query(sdf, privacy_unit=None).group_by("city").agg(*aggs)
+        sb = b.bounded_aggregates(seed=4)
+        assert isinstance(pa, pl.DataFrame) and isinstance(sb, pl.DataFrame)
+        assert pa.equals(sb.select(pa.columns))
+
+
 def test_release_same_shape_and_errors(spark: Any) -> None:
     df = _table()
     sdf = spark.createDataFrame(df.to_arrow())

@@ -320,16 +320,17 @@ class GroupedQuery:
     ) -> tuple[Any, Any]:
         pl = polars()
         own = self._q._unit is None
-        if own and partitions > 1:  # number the rows once, before any partition filter
-            src = src.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias(layout.unit))
-            own = False
+        # Each row its own unit: partition by the row's content, so that identical rows (which
+        # prepare numbers by occurrence, for their hashes) share a partition and get the
+        # numbers they get in one pass.
+        by = [*layout.keys, *layout.values] if own else layout.unit
         engine = "streaming" if streaming else "auto"
         # One pass per partition of the units, run one after another so that only one
         # partition's bounding state is held at a time; integer totals add up exactly.
         all_totals: list[Any] = []
         all_buckets: list[Any] | None = []
         for part in range(partitions):
-            rows = unit_partition(src, layout.unit, int(seeds[2]), part, partitions)
+            rows = unit_partition(src, by, int(seeds[2]), part, partitions)
             prep = prepare(rows, layout, plan, seeds, own_unit=own)
             totals, buckets = bound(prep, layout, plan, self._bounding, streaming=streaming)
             if buckets is None:

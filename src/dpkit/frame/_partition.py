@@ -25,12 +25,17 @@ from dpkit.frame._engine import polars
 __all__ = ["combine", "unit_partition"]
 
 
-def unit_partition(lf: Any, unit: str, seed: int, part: int, parts: int) -> Any:
-    """The rows of ``lf`` whose unit falls in partition ``part`` of ``parts`` (row-wise)."""
+def unit_partition(lf: Any, unit: str | Sequence[str], seed: int, part: int, parts: int) -> Any:
+    """The rows of ``lf`` whose unit falls in partition ``part`` of ``parts`` (row-wise).
+
+    ``unit`` is the unit column, or the columns whose values every row of a unit shares (where
+    each row is its own unit: the row's content, so that identical rows share a partition)."""
     pl = polars()
     if parts == 1:
         return lf
-    h = pl.col(unit).hash(seed=seed) % pl.lit(parts, dtype=pl.UInt64)
+    cols = [unit] if isinstance(unit, str) else list(unit)
+    by = pl.col(cols[0]) if len(cols) == 1 else pl.struct(cols)
+    h = by.hash(seed=seed) % pl.lit(parts, dtype=pl.UInt64)
     return lf.filter(h == pl.lit(part, dtype=pl.UInt64))
 
 

@@ -50,6 +50,7 @@ __all__ = [
 
 ALL = "__all"  # the constant key of an aggregate without group-by
 H, G, UNITS, ROWS, WEIGHT = "__h", "__g", "__units", "__rows", "__weight"
+OCC = "__occ"  # a row's occurrence number among identical rows (each row its own unit)
 
 
 @dataclass(frozen=True)
@@ -126,18 +127,36 @@ def _bucket(pl: Any, m: Measure) -> Any:
 
 
 def prepare(
-    lf: Any, layout: Layout, plan: NoisePlan, seeds: Sequence[int], *, own_unit: bool
+    lf: Any,
+    layout: Layout,
+    plan: NoisePlan,
+    seeds: Sequence[int],
+    *,
+    own_unit: bool,
+    occurrence: bool = False,
 ) -> Any:
-    """Step 1: row-wise; the same function runs on each Arrow batch of the Spark engine."""
+    """Step 1: row-wise; the same function runs on each Arrow batch of the Spark engine.
+
+    Where each row is its own unit (``own_unit``: numbered here; ``occurrence``: numbered by the
+    caller, with an :data:`OCC` column), the unit number only tells rows apart (one row per
+    unit: every bound keeps it). The row hash, which rounds the row's values, then takes the
+    row's occurrence number among identical rows instead of its position: removing one row
+    removes one (row, occurrence) and leaves every other row's hash and integers unchanged, for
+    every hash key and whatever the data order (a position would renumber all later rows).
+    """
     pl = polars()
+    content = [*layout.keys, *layout.values]
     if own_unit:
-        lf = lf.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias(layout.unit))
+        lf = lf.with_columns(
+            pl.int_range(pl.len(), dtype=pl.Int64).alias(layout.unit),
+            pl.int_range(pl.len(), dtype=pl.Int64).over(content).alias(OCC),
+        )
     if layout.values:
         ok = [pl.col(c).is_not_null() for c in layout.values]
         ok += [pl.col(c).cast(pl.Float64).is_nan().not_() for c in layout.values]
         lf = lf.filter(pl.all_horizontal(ok))
     s = [int(v) for v in seeds]
-    hashed = [layout.unit, *layout.keys, *layout.values]
+    hashed = [OCC if own_unit or occurrence else layout.unit, *content]
     lf = lf.with_columns(  # first: value measures round with the row hash
         pl.struct(hashed).hash(seed=s[0]).reinterpret(signed=True).alias(H),
         pl.struct([layout.unit, *layout.keys]).hash(seed=s[1]).reinterpret(signed=True).alias(G),
@@ -150,7 +169,21 @@ def prepare(
         elif m.kind == "bucket":
             cols.append(_bucket(pl, m).alias(m.name))
     keep = [layout.unit, *layout.keys]
-    return lf.with_columns(cols).select([*keep, H, G, *(c.meta.output_name() for c in cols)])
+    lf = lf.with_columns(cols).select([*keep, H, G, *(c.meta.output_name() for c in cols)])
+    return lf.with_columns(
+        _canonical(pl, k, t)
+        for k, t in lf.collect_schema().items()
+        if k in layout.keys and t.is_float()
+    )
+
+
+def _canonical(pl: Any, key: str, dtype: Any) -> Any:
+    """A float key with one sign of zero and one NaN: −0.0 and 0.0 (and NaNs) are one group,
+    and its released label must not be the sign or payload some person's row happened to have
+    (the label a group keeps is the first row's, in hash or data order)."""
+    c = pl.col(key)
+    zero, nan = pl.lit(0.0, dtype=dtype), pl.lit(float("nan"), dtype=dtype)
+    return pl.when(c == 0).then(zero).when(c.is_nan()).then(nan).otherwise(c).alias(key)
 
 
 def _gaussian_weights(plan: NoisePlan) -> bool:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from dpkit.errors import DataError
 from dpkit.frame._calibrate import NoisePlan
 from dpkit.frame._engine import polars
-from dpkit.frame._pipeline import ALL, ROWS, UNITS, WEIGHT, G, H, Layout, prepare
+from dpkit.frame._pipeline import ALL, OCC, ROWS, UNITS, WEIGHT, G, H, Layout, prepare
 from dpkit.frame._selection import weights
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -66,13 +66,14 @@ def _prepared_schema(df: Any, layout: Layout, plan: NoisePlan, t: Any) -> Any:
 
 
 def _prepare_batches(
-    layout: Layout, plan: NoisePlan, seeds: Sequence[int]
+    layout: Layout, plan: NoisePlan, seeds: Sequence[int], occurrence: bool
 ) -> Any:  # a picklable closure for the executors
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         pl = polars()
         for batch in batches:
             frame = pl.from_arrow(batch)
-            out = prepare(frame.lazy(), layout, plan, seeds, own_unit=False).collect()
+            lf = frame.lazy()
+            out = prepare(lf, layout, plan, seeds, own_unit=False, occurrence=occurrence).collect()
             yield from out.to_arrow().to_batches()
 
     return run
@@ -123,10 +124,15 @@ def _spark_totals(
         df = df.withColumn(ALL, f.lit(0).cast("int"))
     unit, keys = layout.unit, list(layout.keys)
     if gq._q._unit is None:
+        # the id tells rows apart; the row hash takes the occurrence number among identical
+        # rows instead (see prepare), so one row more or less changes no other row's integers
+        content = window.partitionBy(*keys, *layout.values).orderBy(f.lit(0))
         df = df.withColumn(unit, f.monotonically_increasing_id())
-    df = df.select(unit, *keys, *layout.values)
+        df = df.withColumn(OCC, f.row_number().over(content).cast("long") - 1)
+    occ = [OCC] if gq._q._unit is None else []
+    df = df.select(unit, *keys, *layout.values, *occ)
     prep = df.mapInArrow(
-        _prepare_batches(layout, plan, seeds), _prepared_schema(df, layout, plan, t)
+        _prepare_batches(layout, plan, seeds, bool(occ)), _prepared_schema(df, layout, plan, t)
     )
     b = gq._bounding
     values = [m.measure.name for m in plan.measures if m.measure.kind == "value"]
