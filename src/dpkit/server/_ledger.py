@@ -27,16 +27,20 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from dpkit.errors import BudgetExceededError, DataError
+from dpkit.errors import BudgetExceededError, DataError, DPKitError
 from dpkit.server._group import GroupCommit
 from dpkit.server._ledger_audit import AuditQueries
 from dpkit.server._sql import MIGRATIONS, cost_units, from_units, limit_units
 
-__all__ = ["Charge", "Ledger", "NoBudgetError"]
+__all__ = ["Charge", "Ledger", "NoBudgetError", "StaleDatasetError"]
 
 
 class NoBudgetError(DataError):
     """The analyst has no budget on this dataset (or the dataset does not exist)."""
+
+
+class StaleDatasetError(DPKitError):
+    """The dataset's version in the ledger is not the one the caller loaded (it was replaced)."""
 
 
 @dataclass(frozen=True)
@@ -90,7 +94,7 @@ class Ledger(AuditQueries):
     >>> from dpkit.server import Ledger
     >>> led = Ledger(os.path.join(tempfile.mkdtemp(), "ledger.db"))
     >>> led.migrate()
-    1
+    2
     """
 
     def __init__(self, url: str) -> None:
@@ -215,24 +219,28 @@ class Ledger(AuditQueries):
         return [dict(id=r[0], name=r[1], role=r[2], created=r[3]) for r in rows.fetchall()]
 
     # -- datasets and budgets ------------------------------------------------------------------
-    def add_dataset(self, name: str, schema: dict[str, Any], epsilon: float, delta: float) -> None:
-        """Register a dataset's schema and total budget (a new schema replaces the old one)."""
+    def add_dataset(self, name: str, schema: dict[str, Any], epsilon: float, delta: float) -> int:
+        """Register a dataset's schema and total budget (a new schema replaces the old one).
+
+        Returns the dataset's version: 1 when new, one more than before when replaced."""
         with self._tx() as conn:
             args = (name, json.dumps(schema), limit_units(epsilon), limit_units(delta), time.time())
             conn.execute(
                 self._sql(
                     "INSERT INTO datasets (name, schema_json, total_epsilon, total_delta, created) "
                     "VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
-                    "schema_json = excluded.schema_json"
+                    "schema_json = excluded.schema_json, version = datasets.version + 1"
                 ),
                 args,
             )
+            row = conn.execute(self._sql("SELECT version FROM datasets WHERE name = ?"), (name,))
+            return int(row.fetchone()[0])
 
     def datasets(self) -> list[dict[str, Any]]:
-        """Every dataset with its schema, total and spent budget."""
+        """Every dataset with its schema, version, total and spent budget."""
         rows = self._exec(
-            "SELECT name, schema_json, total_epsilon, total_delta, spent_epsilon, spent_delta "
-            "FROM datasets ORDER BY name"
+            "SELECT name, schema_json, total_epsilon, total_delta, spent_epsilon, spent_delta, "
+            "version FROM datasets ORDER BY name"
         ).fetchall()
         return [
             dict(
@@ -242,6 +250,7 @@ class Ledger(AuditQueries):
                 total_delta=from_units(r[3]),
                 spent_epsilon=from_units(r[4]),
                 spent_delta=from_units(r[5]),
+                version=int(r[6]),
             )
             for r in rows
         ]
@@ -319,6 +328,7 @@ class Ledger(AuditQueries):
         epsilon: float,
         delta: float,
         idem_key: str | None = None,
+        version: int | None = None,
     ) -> Charge:
         """Charge (ε, δ) durably in one transaction, or raise and charge nothing.
 
@@ -332,15 +342,17 @@ class Ledger(AuditQueries):
             No budget for this analyst on this dataset.
         BudgetExceededError
             The analyst's budget or the dataset's total would be exceeded.
+        StaleDatasetError
+            ``version`` is given and the dataset has been replaced since (by another process):
+            nothing is charged; the caller reloads the dataset and asks again.
         """
         eu, du = cost_units(epsilon), cost_units(delta)
         lock = " FOR UPDATE" if self.postgres else ""
         body = json.dumps(request, sort_keys=True)
         # Charges queued together share one transaction and one flush (:mod:`._group`); a
         # PostgreSQL batch that meets a deadlock or serialization failure is retried whole.
-        out: Charge = self._group.run(
-            lambda conn: self._reserve(conn, analyst, dataset, body, eu, du, idem_key, lock)
-        )
+        args = (analyst, dataset, body, eu, du, idem_key, lock, version)
+        out: Charge = self._group.run(lambda conn: self._reserve(conn, *args))
         return out
 
     def _reserve(
@@ -353,12 +365,13 @@ class Ledger(AuditQueries):
         du: int,
         idem_key: str | None,
         lock: str,
+        version: int | None = None,
     ) -> Charge:
         q = self._sql
         # Lock order: dataset row, then budget row, in every transaction (no deadlocks).
         ds = conn.execute(
-            q("SELECT total_epsilon, total_delta, spent_epsilon, spent_delta FROM datasets "
-              "WHERE name = ?" + lock), (dataset,),
+            q("SELECT total_epsilon, total_delta, spent_epsilon, spent_delta, version FROM "
+              "datasets WHERE name = ?" + lock), (dataset,),
         ).fetchone()  # fmt: skip
         b = conn.execute(
             q("SELECT epsilon, delta, spent_epsilon, spent_delta FROM budgets WHERE analyst = ? "
@@ -375,6 +388,8 @@ class Ledger(AuditQueries):
                         "this idempotency key was used for a different request; use a new key."
                     )
                 return _charge(row, replayed=True)
+        if ds is not None and version is not None and ds[4] != version:
+            raise StaleDatasetError("the dataset was replaced; reload it and ask again.")
         if ds is None or b is None:
             raise NoBudgetError("you have no budget on a dataset of that name.")
         if b[2] + eu > b[0] or b[3] + du > b[1]:
