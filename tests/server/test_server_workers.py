@@ -142,3 +142,21 @@ def test_dpkit_serve_with_two_workers(make_server: Any) -> None:
     server.start()  # the port is free again; the datasets and the budget are still there
     r = server.http.post("/v1/query", json=body, headers={"X-API-Key": key})
     assert r.status_code == 200, r.text
+
+
+def test_the_ledger_file_lock_excludes_another_process_writer(tmp_path: Path) -> None:
+    """Each process has its own descriptor, so a second one (as another worker would) cannot
+    take the lock while the first holds it, and can once it is released."""
+    import fcntl
+
+    from dpkit.server._ledger import FileLock
+
+    lock = FileLock(str(tmp_path / "ledger.db.lock"))
+    other = os.open(tmp_path / "ledger.db.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        with lock, pytest.raises(BlockingIOError):
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free again
+        fcntl.flock(other, fcntl.LOCK_UN)
+    finally:
+        os.close(other)
