@@ -5,8 +5,10 @@ ledger). PostgreSQL is reported too when initdb/pg_ctl are installed.
 
 There is no peer library (no other curator runs in-process); run it with the environment that
 has the server extra: ``PYTHONPATH=src .venv/bin/python benchmarks/server.py [--client asyncio|
-threads] [--ledger sqlite|postgres|both]``. Both endpoints are driven by the same load generator
-on the same machine as the server, so the client's CPU use is part of both numbers:
+threads] [--ledger sqlite|postgres|both] [--workers N [N ...]]``; ``--workers 1 2`` runs the
+service with one worker process, then with two (the same count for its no-op and its DP mean).
+Both endpoints are driven by the same load generator on the same machine as the server, so the
+client's CPU use is part of both numbers:
 
 * ``asyncio`` (default): one process, one event loop (uvloop when installed), 32 keep-alive
   HTTP/1.1 connections writing prepared requests and reading Content-Length bodies; light, so
@@ -14,7 +16,7 @@ on the same machine as the server, so the client's CPU use is part of both numbe
 * ``threads``: 32 threads with ``http.client`` keep-alive connections (the first version of this
   benchmark); its GIL hand-offs between threads add tens of ms to the tail of both endpoints.
 
-The server's own CPU time per request (from ``/proc``, Linux) is printed too.
+The server's own CPU time per request (from ``/proc``, Linux; all its processes) is printed too.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ def _dataset(folder: Path) -> None:
     pq.write_table(t, folder / "big.parquet")
 
 
-def _start(root: Path, ledger: str) -> tuple[subprocess.Popen[bytes], int, str]:
+def _start(root: Path, ledger: str, workers: int) -> tuple[subprocess.Popen[bytes], int, str]:
     from dpkit.server import new_key
 
     port = _port()
@@ -76,7 +78,7 @@ def _start(root: Path, ledger: str) -> tuple[subprocess.Popen[bytes], int, str]:
     cfg = root / f"curator-{port}.toml"
     cfg.write_text(
         f'[server]\nport = {port}\nledger = "{ledger}"\nadmin_key_hash = "{h}"\n'
-        f'data_dir = "data"\nimport_dir = "imports"\n'
+        f'data_dir = "data"\nimport_dir = "imports"\nworkers = {workers}\n'
         '[[datasets]]\nname = "big"\nsource = "big.parquet"\ntotal_epsilon = 100000.0\n'
         'columns = [{name = "age", type = "float", bounds = [0, 100]}, '
         '{name = "income", type = "float", bounds = [0, 500]}]\n'
@@ -187,10 +189,14 @@ def _asyncio(port: int, key: str, method: str, path: str, body: Any) -> list[flo
 
 
 def _cpu_seconds(pid: int) -> float | None:
-    """User + system CPU time of a process (Linux /proc), or None elsewhere."""
+    """User + system CPU time of a process and its descendants (Linux /proc), or None."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        total = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            for child in (task / "children").read_text().split():
+                total += _cpu_seconds(int(child)) or 0.0
+        return total
     except (OSError, ValueError, IndexError):
         return None
 
@@ -210,8 +216,8 @@ def _load(
     return len(lat) / wall, float(np.percentile(ms, 50)), float(np.percentile(ms, 99)), cpu
 
 
-def _bench(root: Path, ledger: str, name: str) -> list[tuple[str, ...]]:
-    proc, port, admin = _start(root, ledger)
+def _bench(root: Path, ledger: str, name: str, workers: int) -> list[tuple[str, ...]]:
+    proc, port, admin = _start(root, ledger, workers)
     try:
         ana = _call(port, "POST", "/v1/admin/analysts", admin, {"name": f"bench{port}"})
         _call(port, "PUT", "/v1/admin/budgets", admin,
@@ -230,9 +236,11 @@ def _bench(root: Path, ledger: str, name: str) -> list[tuple[str, ...]]:
     def cpu(r: tuple[float, float, float, float | None]) -> str:
         return "-" if r[3] is None else f"{r[3]:.2f}"
 
+    w = str(workers)
     return [
-        (name, "no-op", f"{noop[0]:.0f}", f"{noop[1]:.1f}", f"{noop[2]:.1f}", cpu(noop), "1", ""),
-        (name, "DP mean, 1M rows", f"{mean[0]:.0f}", f"{mean[1]:.1f}", f"{mean[2]:.1f}",
+        (name, w, "no-op", f"{noop[0]:.0f}", f"{noop[1]:.1f}", f"{noop[2]:.1f}", cpu(noop), "1",
+         ""),
+        (name, w, "DP mean, 1M rows", f"{mean[0]:.0f}", f"{mean[1]:.1f}", f"{mean[2]:.1f}",
          cpu(mean), f"{ratio:.2f}", ok),
     ]  # fmt: skip
 
@@ -266,6 +274,7 @@ def _args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--client", choices=("asyncio", "threads"), default="asyncio")
     p.add_argument("--ledger", choices=("sqlite", "postgres", "both"), default="both")
+    p.add_argument("--workers", type=int, nargs="+", default=[1], help="worker processes")
     return p.parse_args()
 
 
@@ -283,19 +292,21 @@ def main() -> None:
         _dataset(root / "imports")
         rows: list[tuple[str, ...]] = []
         if args.ledger in ("sqlite", "both"):
-            rows += _bench(root, str(root / "ledger.db"), "SQLite")
+            for n in args.workers:
+                rows += _bench(root, str(root / f"ledger-{n}.db"), "SQLite", n)
         pg = _postgres(root) if args.ledger in ("postgres", "both") else None
         if pg is not None:
             try:
                 shutil.rmtree(root / "data", ignore_errors=True)  # registered again
-                rows += _bench(root, pg[0], "PostgreSQL")
+                for n in args.workers:
+                    rows += _bench(root, pg[0], "PostgreSQL", n)
             finally:
                 pg[1]()
     print(f"curator service, {CLIENTS} concurrent clients over loopback ({CLIENT} client), "
           f"{SECONDS:g} s each, {os.cpu_count()} CPUs (shared: numbers move with the machine's "
           f"load; load average before {load[0]:.2f}, after {os.getloadavg()[0]:.2f})")  # fmt: skip
-    head = ("ledger", "endpoint", "req/s", "p50 ms", "p99 ms", "server CPU ms/req", "vs no-op",
-            "target met")  # fmt: skip
+    head = ("ledger", "workers", "endpoint", "req/s", "p50 ms", "p99 ms", "server CPU ms/req",
+            "vs no-op", "target met")  # fmt: skip
     print(table(rows, head))
     print("targets (SQLite): throughput ≥ 1/3 of the no-op's and p99 ≤ 100 ms")
 

@@ -87,7 +87,11 @@ class Server:
     """A curator service in a subprocess, with its admin key; restartable after a kill."""
 
     def __init__(
-        self, root: Path, ledger: str | None = None, datasets: list[dict[str, Any]] | None = None
+        self,
+        root: Path,
+        ledger: str | None = None,
+        datasets: list[dict[str, Any]] | None = None,
+        workers: int = 1,
     ) -> None:
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
@@ -103,6 +107,7 @@ class Server:
             f'admin_key_hash = "{h}"',
             "max_body_bytes = 8192",
             "dummy_rows = 200",
+            f"workers = {workers}",
         ]
         for ds in [SURVEY] if datasets is None else datasets:
             lines.append("[[datasets]]")
@@ -124,6 +129,7 @@ class Server:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
+                start_new_session=True,  # its own process group: the master and its workers
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -140,9 +146,9 @@ class Server:
         raise RuntimeError("server did not start:\n" + self.log.read_text()[-3000:])
 
     def kill(self) -> None:
-        """SIGKILL: no clean-up, no flush."""
+        """SIGKILL to every process of the service: no clean-up, no flush."""
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
+            os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
 
     def stop(self) -> None:

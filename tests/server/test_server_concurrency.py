@@ -1,5 +1,6 @@
 """100 concurrent clients race for a budget that fits exactly k queries: exactly k succeed, on
-SQLite and on PostgreSQL, and the ledger is not overspent by even one charge."""
+SQLite and on PostgreSQL, with one worker process or two, and the ledger is not overspent by
+even one charge."""
 
 from __future__ import annotations
 
@@ -35,12 +36,14 @@ def _race(server: Any, key: str, body: dict[str, Any]) -> list[int]:
             return list(pool.map(one, range(CLIENTS)))
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+@pytest.mark.parametrize(
+    ("backend", "workers"), [("sqlite", 1), ("sqlite", 2), ("postgres", 1), ("postgres", 2)]
+)
 def test_exactly_k_of_100_concurrent_queries_succeed(
-    backend: str, make_server: Any, request: pytest.FixtureRequest
+    backend: str, workers: int, make_server: Any, request: pytest.FixtureRequest
 ) -> None:
     ledger_url = request.getfixturevalue("pg_db") if backend == "postgres" else None
-    server = make_server(ledger=ledger_url)
+    server = make_server(ledger=ledger_url, workers=workers)
     _, key = server.analyst("racer", K * EPS)
     body = {"dataset": "survey", "query": "mean", "column": "age", "epsilon": EPS}
     codes = _race(server, key, body)

@@ -1,4 +1,5 @@
-"""A storm of queries while the service is killed with SIGKILL at random moments, several times.
+"""A storm of queries while the service is killed with SIGKILL at random moments, several times
+(every process of it: with two workers, the master and both workers).
 
 After each kill, before the restart, the ledger on disk is checked: every budget's spent equals
 the sum of its charges, nothing is over budget, every released charge has its answer, and every
@@ -65,10 +66,12 @@ def _check_ledger(url: str, got: dict[str, Any], budget: float) -> None:
         led.close()
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
-def test_kill_9_storm(backend: str, make_server: Any, request: pytest.FixtureRequest) -> None:
+@pytest.mark.parametrize(("backend", "workers"), [("sqlite", 1), ("sqlite", 2), ("postgres", 1)])
+def test_kill_9_storm(
+    backend: str, workers: int, make_server: Any, request: pytest.FixtureRequest
+) -> None:
     ledger_url = request.getfixturevalue("pg_db") if backend == "postgres" else None
-    server = make_server(ledger=ledger_url)
+    server = make_server(ledger=ledger_url, workers=workers)
     budget = 1000.0
     _, key = server.analyst("stormy", budget)
     rng = random.Random(20261124)  # the kill moments are random but reproducible

@@ -31,7 +31,10 @@ from dpkit.server._service import (
     result_json,
 )
 
-__all__ = ["create_app"]
+__all__ = ["CONFIG_ENV", "create_app", "worker_app"]
+
+CONFIG_ENV = "DPKIT_SERVER_CONFIG"
+"""The environment variable that gives :func:`worker_app` the path of ``curator.toml``."""
 
 
 class BodyTooLarge(DPKitError):
@@ -281,7 +284,8 @@ def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> A
     @app.get("/v1/datasets", summary="Public schemas of the datasets and the query types")
     async def datasets(request: Request) -> Any:
         await who(request)
-        return {"datasets": [t.schema.to_dict() for t in curator.tables.values()],
+        await run_in_threadpool(curator.refresh)  # those registered through other workers too
+        return {"datasets": [t.schema.to_dict() for t in list(curator.tables.values())],
                 "queries": curator.registry.names()}  # fmt: skip
 
     @app.get("/v1/me", summary="Who you are and your budgets")
@@ -401,3 +405,34 @@ def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> A
         return HTMLResponse(html, headers=_PAGE_HEADERS)
 
     return app
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to kill this worker when the process that started it dies.
+
+    Worker processes share the listening socket; without this, a master killed with SIGKILL
+    would leave its workers answering on the port, and a restarted service could not bind it.
+    """
+    import ctypes
+    import signal
+    import sys
+
+    if sys.platform.startswith("linux"):
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+
+
+def worker_app() -> Any:
+    """The application of one worker process of ``dpkit serve`` with ``workers > 1``.
+
+    uvicorn starts each worker as a fresh (spawned) Python process, which calls this factory:
+    the worker reads the configuration named by :data:`CONFIG_ENV` and builds its own
+    :class:`~dpkit.server._service.Curator` over the service's shared ledger and data
+    directory, with its own secure generators (nothing random is inherited from the master).
+    """
+    import os
+
+    from dpkit.server._config import load_config
+
+    _die_with_parent()
+    return create_app(load_config(os.environ[CONFIG_ENV]))

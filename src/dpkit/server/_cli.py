@@ -49,11 +49,24 @@ def _serve(args: argparse.Namespace) -> int:
     from dpkit.server._config import load_config
 
     cfg = load_config(args.config)
-    app = create_app(cfg)
+    host: str = args.host or cfg.host
+    port: int = args.port or cfg.port
+    if cfg.workers == 1:
+        uvicorn.run(create_app(cfg), host=host, port=port, log_level="warning", access_log=False)
+        return 0
+    # Several processes: uvicorn spawns each worker, which builds its own service from the
+    # configuration file (worker_app) over the same ledger and data directory.
+    import os
+
+    from dpkit.server._app import CONFIG_ENV
+
+    os.environ[CONFIG_ENV] = str(os.path.abspath(args.config))
     uvicorn.run(
-        app,
-        host=args.host or cfg.host,
-        port=args.port or cfg.port,
+        "dpkit.server._app:worker_app",
+        factory=True,
+        workers=cfg.workers,
+        host=host,
+        port=port,
         log_level="warning",
         access_log=False,
     )

@@ -11,6 +11,7 @@ Example::
     admin_key_hash = "sha256:..."         # from `dpkit serve --new-admin-key`
     max_body_bytes = 65536
     max_synthetic_rows = 10000            # most rows one synthesize query may return
+    workers = 1                           # processes answering requests (same ledger and data)
 
     [[datasets]]                          # registered (cleaned) at start if not yet stored
     name = "survey"
@@ -47,6 +48,8 @@ class ServerConfig:
     dummy_rows: int = 1000
     max_synthetic_rows: int = 10_000
     datasets: tuple[dict[str, Any], ...] = field(default=())
+    workers: int = 1
+    """Worker processes of ``dpkit serve`` (1 to 64); each loads every dataset into its memory."""
     insecure_seed: int | None = None
     """Seed every answer's noise (reproducible demos and tests only: NOT private in practice).
 
@@ -58,6 +61,12 @@ class ServerConfig:
 def _positive(value: object, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10_000_000:
         raise DataError(f"{name} must be an integer from 1 to 10,000,000.")
+    return value
+
+
+def _workers(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 64:
+        raise DataError("workers must be an integer from 1 to 64.")
     return value
 
 
@@ -99,4 +108,5 @@ def load_config(path: str | os.PathLike[str]) -> ServerConfig:
         dummy_rows=int(s.get("dummy_rows", 1000)),
         max_synthetic_rows=_positive(s.get("max_synthetic_rows", 10_000), "max_synthetic_rows"),
         datasets=tuple(datasets),
+        workers=_workers(s.get("workers", 1)),
     )

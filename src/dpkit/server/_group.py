@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +53,10 @@ class GroupCommit:
         Returns the calling thread's connection (autocommit mode: transactions are explicit).
     sqlite : bool
         SQLite (``BEGIN IMMEDIATE``, flush chosen per batch) or PostgreSQL (``BEGIN``).
+    between_processes : context manager, optional
+        Held by the leader, inside ``lock``, while it runs a batch: excludes the leaders of
+        other processes (see :class:`dpkit.server._ledger.FileLock`); followers whose writes
+        a leader committed never take it.
     retryable : callable
         Whether a failed batch (e.g. a PostgreSQL deadlock between two services' batches) is
         to be run again whole; nothing of a failed batch is committed.
@@ -64,8 +69,10 @@ class GroupCommit:
         *,
         sqlite: bool = True,
         retryable: Callable[[BaseException], bool] = _no_retry,
+        between_processes: AbstractContextManager[Any] | None = None,
     ) -> None:
         self._lock = lock
+        self._between = between_processes or contextlib.nullcontext()
         self._connection = connection
         self._sqlite = sqlite
         self._retryable = retryable
@@ -79,9 +86,10 @@ class GroupCommit:
             self._queue.append(job)
         with self._lock:
             if not job.done:
-                with self._queue_lock:
-                    batch, self._queue = self._queue, []
-                self._commit(batch)
+                with self._between:
+                    with self._queue_lock:
+                        batch, self._queue = self._queue, []
+                    self._commit(batch)
         if job.error is not None:
             raise job.error
         return job.result

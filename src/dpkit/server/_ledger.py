@@ -17,7 +17,9 @@ So after ``kill -9`` at any moment the ledger holds every charge, and no release
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import secrets
 import sqlite3
 import threading
@@ -27,16 +29,54 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from dpkit.errors import BudgetExceededError, DataError
+from dpkit.errors import BudgetExceededError, DataError, DPKitError
 from dpkit.server._group import GroupCommit
 from dpkit.server._ledger_audit import AuditQueries
 from dpkit.server._sql import MIGRATIONS, cost_units, from_units, limit_units
 
-__all__ = ["Charge", "Ledger", "NoBudgetError"]
+__all__ = ["Charge", "FileLock", "Ledger", "NoBudgetError", "StaleDatasetError"]
 
 
 class NoBudgetError(DataError):
     """The analyst has no budget on this dataset (or the dataset does not exist)."""
+
+
+class FileLock:
+    """An exclusive lock between processes on a file (``flock``), blocking without polling.
+
+    SQLite excludes other processes' writers itself, but a writer that finds the database
+    locked polls it with growing sleeps (up to 100 ms), which shows as a long latency tail when
+    several worker processes share one ledger. Held around each write transaction (inside the
+    process's own thread lock), this lock hands the database from one process's writer to the
+    next as soon as it is free. Only a hand-off: SQLite's own locking still guarantees
+    correctness, e.g. against a process that does not use this lock.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd: int | None = None
+        self._pid = 0
+
+    def __enter__(self) -> FileLock:
+        if self._fd is None or self._pid != os.getpid():  # one descriptor per process
+            self._fd, self._pid = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600), os.getpid()
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+
+def _file_lock(url: str) -> FileLock | None:
+    path = url.removeprefix("sqlite:///") if url.startswith("sqlite:") else url
+    if not path or path == ":memory:" or path.startswith("file:"):
+        return None
+    return FileLock(path + ".lock")
+
+
+class StaleDatasetError(DPKitError):
+    """The dataset's version in the ledger is not the one the caller loaded (it was replaced)."""
 
 
 @dataclass(frozen=True)
@@ -90,7 +130,7 @@ class Ledger(AuditQueries):
     >>> from dpkit.server import Ledger
     >>> led = Ledger(os.path.join(tempfile.mkdtemp(), "ledger.db"))
     >>> led.migrate()
-    1
+    2
     """
 
     def __init__(self, url: str) -> None:
@@ -101,10 +141,16 @@ class Ledger(AuditQueries):
         # polling the file lock (whose busy handler sleeps, which gives long latency tails).
         # Other processes are still excluded by BEGIN IMMEDIATE.
         self._write_lock = threading.Lock()
+        # Other processes (workers of one service) queue on a file lock for the same reason.
+        self._file_lock = None if self.postgres else _file_lock(url)
         # PostgreSQL locks rows itself; its group lock only makes one leader at a time.
         group_lock = threading.Lock() if self.postgres else self._write_lock
         self._group = GroupCommit(
-            group_lock, self._conn, sqlite=not self.postgres, retryable=_serialization_failure
+            group_lock,
+            self._conn,
+            sqlite=not self.postgres,
+            retryable=_serialization_failure,
+            between_processes=self._file_lock,
         )
 
     # -- connections -------------------------------------------------------------------------
@@ -151,6 +197,12 @@ class Ledger(AuditQueries):
         sqlite = not self.postgres
         if sqlite:
             self._write_lock.acquire()
+            if self._file_lock is not None:
+                try:
+                    self._file_lock.__enter__()
+                except BaseException:
+                    self._write_lock.release()
+                    raise
         try:
             conn = self._conn()
             if sqlite and not durable:
@@ -164,9 +216,13 @@ class Ledger(AuditQueries):
             conn.execute("COMMIT")
         finally:
             if sqlite:
-                if not durable:
-                    self._conn().execute("PRAGMA synchronous=FULL")
-                self._write_lock.release()
+                try:
+                    if not durable:
+                        self._conn().execute("PRAGMA synchronous=FULL")
+                finally:
+                    if self._file_lock is not None:
+                        self._file_lock.__exit__(None, None, None)
+                    self._write_lock.release()
 
     # -- schema --------------------------------------------------------------------------------
     def migrate(self) -> int:
@@ -215,24 +271,28 @@ class Ledger(AuditQueries):
         return [dict(id=r[0], name=r[1], role=r[2], created=r[3]) for r in rows.fetchall()]
 
     # -- datasets and budgets ------------------------------------------------------------------
-    def add_dataset(self, name: str, schema: dict[str, Any], epsilon: float, delta: float) -> None:
-        """Register a dataset's schema and total budget (a new schema replaces the old one)."""
+    def add_dataset(self, name: str, schema: dict[str, Any], epsilon: float, delta: float) -> int:
+        """Register a dataset's schema and total budget (a new schema replaces the old one).
+
+        Returns the dataset's version: 1 when new, one more than before when replaced."""
         with self._tx() as conn:
             args = (name, json.dumps(schema), limit_units(epsilon), limit_units(delta), time.time())
             conn.execute(
                 self._sql(
                     "INSERT INTO datasets (name, schema_json, total_epsilon, total_delta, created) "
                     "VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
-                    "schema_json = excluded.schema_json"
+                    "schema_json = excluded.schema_json, version = datasets.version + 1"
                 ),
                 args,
             )
+            row = conn.execute(self._sql("SELECT version FROM datasets WHERE name = ?"), (name,))
+            return int(row.fetchone()[0])
 
     def datasets(self) -> list[dict[str, Any]]:
-        """Every dataset with its schema, total and spent budget."""
+        """Every dataset with its schema, version, total and spent budget."""
         rows = self._exec(
-            "SELECT name, schema_json, total_epsilon, total_delta, spent_epsilon, spent_delta "
-            "FROM datasets ORDER BY name"
+            "SELECT name, schema_json, total_epsilon, total_delta, spent_epsilon, spent_delta, "
+            "version FROM datasets ORDER BY name"
         ).fetchall()
         return [
             dict(
@@ -242,6 +302,7 @@ class Ledger(AuditQueries):
                 total_delta=from_units(r[3]),
                 spent_epsilon=from_units(r[4]),
                 spent_delta=from_units(r[5]),
+                version=int(r[6]),
             )
             for r in rows
         ]
@@ -319,6 +380,7 @@ class Ledger(AuditQueries):
         epsilon: float,
         delta: float,
         idem_key: str | None = None,
+        version: int | None = None,
     ) -> Charge:
         """Charge (ε, δ) durably in one transaction, or raise and charge nothing.
 
@@ -332,15 +394,17 @@ class Ledger(AuditQueries):
             No budget for this analyst on this dataset.
         BudgetExceededError
             The analyst's budget or the dataset's total would be exceeded.
+        StaleDatasetError
+            ``version`` is given and the dataset has been replaced since (by another process):
+            nothing is charged; the caller reloads the dataset and asks again.
         """
         eu, du = cost_units(epsilon), cost_units(delta)
         lock = " FOR UPDATE" if self.postgres else ""
         body = json.dumps(request, sort_keys=True)
         # Charges queued together share one transaction and one flush (:mod:`._group`); a
         # PostgreSQL batch that meets a deadlock or serialization failure is retried whole.
-        out: Charge = self._group.run(
-            lambda conn: self._reserve(conn, analyst, dataset, body, eu, du, idem_key, lock)
-        )
+        args = (analyst, dataset, body, eu, du, idem_key, lock, version)
+        out: Charge = self._group.run(lambda conn: self._reserve(conn, *args))
         return out
 
     def _reserve(
@@ -353,12 +417,13 @@ class Ledger(AuditQueries):
         du: int,
         idem_key: str | None,
         lock: str,
+        version: int | None = None,
     ) -> Charge:
         q = self._sql
         # Lock order: dataset row, then budget row, in every transaction (no deadlocks).
         ds = conn.execute(
-            q("SELECT total_epsilon, total_delta, spent_epsilon, spent_delta FROM datasets "
-              "WHERE name = ?" + lock), (dataset,),
+            q("SELECT total_epsilon, total_delta, spent_epsilon, spent_delta, version FROM "
+              "datasets WHERE name = ?" + lock), (dataset,),
         ).fetchone()  # fmt: skip
         b = conn.execute(
             q("SELECT epsilon, delta, spent_epsilon, spent_delta FROM budgets WHERE analyst = ? "
@@ -375,6 +440,8 @@ class Ledger(AuditQueries):
                         "this idempotency key was used for a different request; use a new key."
                     )
                 return _charge(row, replayed=True)
+        if ds is not None and version is not None and ds[4] != version:
+            raise StaleDatasetError("the dataset was replaced; reload it and ask again.")
         if ds is None or b is None:
             raise NoBudgetError("you have no budget on a dataset of that name.")
         if b[2] + eu > b[0] or b[3] + du > b[1]:

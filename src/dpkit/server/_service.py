@@ -5,10 +5,12 @@ HTTP-free, so that the protocol can be read in one place; :mod:`dpkit.server._ap
 
 from __future__ import annotations
 
+import fcntl
 import math
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -19,7 +21,7 @@ from dpkit.server._auth import Principal, key_id, new_key, verify_key
 from dpkit.server._config import ServerConfig
 from dpkit.server._default import default_registry
 from dpkit.server._ingest import load_table, read_source, resolve_source, store_table
-from dpkit.server._ledger import Charge, Ledger
+from dpkit.server._ledger import Charge, Ledger, StaleDatasetError
 from dpkit.server._queries import clamped
 from dpkit.server._registry import Meter, QueryRegistry
 from dpkit.server._schema import DatasetSchema, Table, check_name, dummy_table
@@ -28,6 +30,7 @@ __all__ = ["AuthError", "Curator", "ForbiddenError", "NotFoundError", "QueryFail
 
 _IDEM = re.compile(r"[A-Za-z0-9_.:-]{1,100}")
 _TOP = {"dataset", "query", "dry_run", "dummy", "idempotency_key"}
+_STALE_RETRIES = 3
 
 
 class AuthError(DPKitError):
@@ -79,6 +82,7 @@ class Curator:
         self.ledger = Ledger(config.ledger)
         self.tables: dict[str, Table] = {}
         self.dummies: dict[str, Table] = {}
+        self.versions: dict[str, int] = {}
         self._lock = threading.Lock()
         self._local = threading.local()
         seed = config.insecure_seed
@@ -101,26 +105,67 @@ class Curator:
         with self._lock:
             return np.random.default_rng(self._seeds.spawn(1)[0])
 
+    @contextmanager
+    def _data_lock(self, exclusive: bool) -> Iterator[None]:
+        """The data directory's lock, shared by every process of the service (``workers``).
+
+        Registering (writing a dataset's files, then its ledger row) holds it exclusively;
+        loading (reading the ledger's row, then the files) holds it shared, so a worker never
+        loads files of one version under the ledger's version of another.
+        """
+        self.config.data_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.config.data_dir / ".dpkit.lock", "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
     def start(self) -> None:
-        """Migrate the ledger, install the admin key, register configured datasets, load all."""
+        """Migrate the ledger, install the admin key, register configured datasets, load all.
+
+        Safe when several worker processes start at once over the same ledger and data: the
+        migrations take the ledger's write lock, and the configured datasets are registered
+        under the data directory's lock by whichever worker comes first (once).
+        """
         self.ledger.migrate()
         h = self.config.admin_key_hash
         if h is not None:
             # The configured hash is the admin's key: a new one replaces (revokes) the stored one.
             stored = self.ledger.principal("admin")
             if stored is None:
-                self.ledger.add_principal("admin", "admin", "admin", h)
+                try:
+                    self.ledger.add_principal("admin", "admin", "admin", h)
+                except DataError:  # another worker of this service added it first
+                    if (row := self.ledger.principal("admin")) is None or row[3] != h:
+                        raise
             elif stored[3] != h:
                 self.ledger.set_key_hash("admin", h)
-        for spec in self.config.datasets:
-            name = spec.get("name")
-            if not (self.config.data_dir / str(name) / "schema.json").exists():
-                self.register_dataset(dict(spec))
-        for ds in self.ledger.datasets():
-            schema = DatasetSchema.from_dict(ds["schema"])
-            self._install(load_table(self.config.data_dir, schema))
+        if self.config.datasets:
+            with self._data_lock(exclusive=True):
+                known = {ds["name"] for ds in self.ledger.datasets()}
+                for spec in self.config.datasets:
+                    name = spec.get("name")
+                    if (
+                        name not in known
+                        or not (self.config.data_dir / str(name) / "schema.json").exists()
+                    ):
+                        self._register(dict(spec))
+        self.refresh()
 
-    def _install(self, table: Table) -> None:
+    def refresh(self) -> None:
+        """Load every dataset whose ledger version differs from the one loaded here.
+
+        Another worker process may have registered or replaced a dataset; this process learns
+        of it here (called on a miss, on a version conflict, and when datasets are listed).
+        """
+        with self._data_lock(exclusive=False):
+            for ds in self.ledger.datasets():
+                if self.versions.get(ds["name"]) != ds["version"]:
+                    schema = DatasetSchema.from_dict(ds["schema"])
+                    self._install(load_table(self.config.data_dir, schema), ds["version"])
+
+    def _install(self, table: Table, version: int) -> None:
         name = table.schema.name
         # The aggregate of the declared bounds, ready for queries; only row-unit datasets answer
         # the row-level sum and mean that use it.
@@ -131,6 +176,7 @@ class Curator:
         with self._lock:
             self.tables[name] = table
             self.dummies[name] = dummy_table(table.schema, self.config.dummy_rows)
+            self.versions[name] = version
 
     # -- people ---------------------------------------------------------------------------------
     def authenticate(self, key: str | None) -> Principal:
@@ -160,6 +206,10 @@ class Curator:
     # -- datasets -------------------------------------------------------------------------------
     def register_dataset(self, spec: Mapping[str, Any]) -> dict[str, Any]:
         """Read, clean, store and register a dataset from the import directory (admin only)."""
+        with self._data_lock(exclusive=True):
+            return self._register(spec)
+
+    def _register(self, spec: Mapping[str, Any]) -> dict[str, Any]:
         allowed = {"name", "source", "columns", "privacy_unit", "total_epsilon", "total_delta"}
         if not isinstance(spec, Mapping) or set(spec) - allowed:
             raise DataError(f"a dataset registration has the fields {', '.join(sorted(allowed))}.")
@@ -172,23 +222,41 @@ class Curator:
             raise DataError("total_epsilon must be in (0, 1e6) and total_delta in [0, 1).")
         path = resolve_source(self.config.import_dir, spec.get("source"))
         table = read_source(path, schema)
+        # Stored and registered as one step for every process of the service (see _data_lock).
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
         store_table(self.config.data_dir, table)
-        self.ledger.add_dataset(schema.name, schema.to_dict(), eps, dlt)
-        self._install(table)
+        version = self.ledger.add_dataset(schema.name, schema.to_dict(), eps, dlt)
+        self._install(table, version)
         return schema.to_dict()
 
     def schema(self, name: object) -> DatasetSchema:
         """A dataset's public schema; :class:`NotFoundError` if there is none."""
         check_name(name, "dataset")
         table = self.tables.get(str(name))
+        if table is None:  # perhaps registered through another worker process since
+            self.refresh()
+            table = self.tables.get(str(name))
         if table is None:
             raise NotFoundError("no dataset of that name; GET /v1/datasets lists them.")
         return table.schema
 
     # -- queries --------------------------------------------------------------------------------
     def query(self, who: Principal, body: Any, idem_header: str | None = None) -> dict[str, Any]:
-        """Validate, price, charge, compute and store one query (see :mod:`._ledger`)."""
+        """Validate, price, charge, compute and store one query (see :mod:`._ledger`).
+
+        The charge is taken only if the dataset's version in the ledger is the one loaded here;
+        if another worker process replaced it, nothing is charged, the new version is loaded
+        and the query is validated and priced again on it (an answer never comes from a
+        replaced table).
+        """
+        for _ in range(_STALE_RETRIES):
+            try:
+                return self._query(who, body, idem_header)
+            except StaleDatasetError:
+                self.refresh()
+        raise QueryFailedError("the dataset keeps being replaced; nothing was charged, try again.")
+
+    def _query(self, who: Principal, body: Any, idem_header: str | None) -> dict[str, Any]:
         if who.role != "analyst":
             raise ForbiddenError("queries are sent with an analyst's key, not the admin's.")
         if not isinstance(body, dict):
@@ -200,28 +268,38 @@ class Curator:
         if idem is not None and (not isinstance(idem, str) or not _IDEM.fullmatch(idem)):
             raise DataError("an idempotency key is 1 to 100 of A-Z a-z 0-9 _ . : -")
         schema = self.schema(body.get("dataset"))
+        with self._lock:  # the table, its dummy and its version as one (see refresh)
+            table, dummy_tab = self.tables[schema.name], self.dummies[schema.name]
+            version = self.versions[schema.name]
+        schema = table.schema
         params = {k: v for k, v in body.items() if k not in _TOP}
         name = body.get("query")
-        prepared = self.registry.prepare(name, params, schema, self.dummies[schema.name])
+        try:
+            prepared = self.registry.prepare(name, params, schema, dummy_tab)
+        except DataError:
+            # Refused on a schema that another process may have replaced since: ask again on
+            # the ledger's current version if there is a newer one.
+            self.refresh()
+            if self.versions.get(schema.name) != version:
+                raise StaleDatasetError("the dataset was replaced.") from None
+            raise
         request = {k: v for k, v in body.items() if k not in ("idempotency_key", "dry_run")}
         if dry:
             return {"dry_run": True, "query": name, "dataset": schema.name,
                     "epsilon": prepared.epsilon, "delta": prepared.delta}  # fmt: skip
         if dummy:
-            answer = prepared.compute(
-                self.dummies[schema.name], None, Meter(prepared.epsilon, prepared.delta)
-            )
+            answer = prepared.compute(dummy_tab, None, Meter(prepared.epsilon, prepared.delta))
             return {"dummy": True, "query": name, "dataset": schema.name, "epsilon": 0.0,
                     "delta": 0.0, "value": answer.value, "ci": answer.ci,
                     "alpha": params.get("alpha", 0.05), "labels": answer.labels}  # fmt: skip
         charge = self.ledger.reserve(
-            who.id, schema.name, request, prepared.epsilon, prepared.delta, idem
+            who.id, schema.name, request, prepared.epsilon, prepared.delta, idem, version
         )
         if charge.replayed:
             return self._replay(charge)
         meter = Meter(prepared.epsilon, prepared.delta)
         try:
-            answer = prepared.compute(self.tables[schema.name], self._rng(), meter)
+            answer = prepared.compute(table, self._rng(), meter)
         except Exception as exc:
             refund = not meter.charged
             self.ledger.fail(charge.id, refund=refund)

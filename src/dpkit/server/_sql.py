@@ -96,4 +96,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )""",
         "CREATE INDEX audit_by_time ON audit (ts)",
     ),
+    # 2: a dataset's version, raised by every (re-)registration, so that each worker process of
+    # a service can tell a replaced dataset from the one it loaded (and never answer from it).
+    ("ALTER TABLE datasets ADD COLUMN version BIGINT NOT NULL DEFAULT 1",),
 )
