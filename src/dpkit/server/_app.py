@@ -31,10 +31,12 @@ from dpkit.server._service import (
     result_json,
 )
 
-__all__ = ["CONFIG_ENV", "create_app", "worker_app"]
+__all__ = ["CONFIG_ENV", "MASTER_ENV", "create_app", "worker_app"]
 
 CONFIG_ENV = "DPKIT_SERVER_CONFIG"
 """The environment variable that gives :func:`worker_app` the path of ``curator.toml``."""
+MASTER_ENV = "DPKIT_SERVER_MASTER_PID"
+"""The environment variable that gives each worker the process id of the master that started it."""
 
 
 class BodyTooLarge(DPKitError):
@@ -414,12 +416,18 @@ def _die_with_parent() -> None:
     would leave its workers answering on the port, and a restarted service could not bind it.
     """
     import ctypes
+    import os
     import signal
     import sys
 
     if sys.platform.startswith("linux"):
         pr_set_pdeathsig = 1
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+        # A master that died before the call above (while this worker was starting) sends no
+        # signal: this worker was already handed to another parent, so it ends itself.
+        master = os.environ.get(MASTER_ENV)
+        if master is not None and os.getppid() != int(master):
+            os.kill(os.getpid(), signal.SIGKILL)
 
 
 def worker_app() -> Any:

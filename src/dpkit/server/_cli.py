@@ -58,9 +58,10 @@ def _serve(args: argparse.Namespace) -> int:
     # configuration file (worker_app) over the same ledger and data directory.
     import os
 
-    from dpkit.server._app import CONFIG_ENV
+    from dpkit.server._app import CONFIG_ENV, MASTER_ENV
 
     os.environ[CONFIG_ENV] = str(os.path.abspath(args.config))
+    os.environ[MASTER_ENV] = str(os.getpid())
     uvicorn.run(
         "dpkit.server._app:worker_app",
         factory=True,
