@@ -215,3 +215,21 @@ def test_a_worker_whose_master_died_before_it_asked_for_the_death_signal_ends_it
     env[MASTER_ENV] = str(os.getpid())  # its real parent: it lives
     kept = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=60)
     assert kept.returncode == 0 and kept.stdout.strip() == b"alive"
+
+
+def test_a_worker_started_after_curator_toml_was_edited_refuses_to_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # uvicorn replaces a dead worker with a new one, which reads curator.toml again: after an
+    # edit (another ledger, say) it would spend budgets that the other workers do not see.
+    import hashlib
+
+    from dpkit.server._app import CONFIG_DIGEST_ENV, CONFIG_ENV, worker_app
+
+    cfg = tmp_path / "curator.toml"
+    cfg.write_text('[server]\nledger = "a.db"\nworkers = 2\n')
+    monkeypatch.setenv(CONFIG_ENV, str(cfg))
+    monkeypatch.setenv(CONFIG_DIGEST_ENV, hashlib.sha256(cfg.read_bytes()).hexdigest())
+    cfg.write_text('[server]\nledger = "b.db"\nworkers = 2\n')
+    with pytest.raises(DataError, match="changed since the service started"):
+        worker_app()
