@@ -160,3 +160,76 @@ def test_the_ledger_file_lock_excludes_another_process_writer(tmp_path: Path) ->
         fcntl.flock(other, fcntl.LOCK_UN)
     finally:
         os.close(other)
+
+
+def test_a_registration_killed_between_its_files_and_its_ledger_row_does_not_block_restart(
+    tmp_path: Path,
+) -> None:
+    # A worker killed (SIGKILL) inside a registration leaves the new files without the ledger's
+    # new row, or, between store_table's two renames, no dataset folder at all; the restarted
+    # service must start, and answer only on files that the ledger's schema describes.
+    from dpkit.server._ingest import read_source, store_table
+    from dpkit.server._schema import DatasetSchema
+
+    one, _ = _two_workers(tmp_path)
+    _csv(tmp_path / "imp", "x.csv", "x", 200)
+    _csv(tmp_path / "imp", "y.csv", "y", 400)
+    one.register_dataset(_spec("x.csv", "x"))
+    a = one.add_analyst("ann")
+    one.ledger.set_budget(a["id"], "d", 1000.0, 0.0)
+    new = _spec("y.csv", "y")
+    table = read_source(tmp_path / "imp" / "y.csv", DatasetSchema.from_dict({
+        k: v for k, v in new.items() if k not in ("source", "total_epsilon")}))  # fmt: skip
+    store_table(tmp_path / "data", table)  # ... and killed before ledger.add_dataset
+    cfg = one.config
+    again = Curator(cfg)
+    again.start()  # was: FileNotFoundError (x.npy) on every restart
+    assert again.versions["d"] == 2 and again.tables["d"].schema.columns[0].name == "y"
+    who = again.authenticate(a["key"])
+    mean_y = {"dataset": "d", "query": "count", "epsilon": 20.0}
+    assert abs(again.query(who, mean_y)["value"] - 400) < 50
+    # Killed between store_table's two renames: the old folder is aside, the new one complete.
+    data = tmp_path / "data"
+    store_table(data, table)
+    os.replace(data / "d", data / ".d.old")
+    (data / ".d.tmp").mkdir()
+    for f in (data / ".d.old").iterdir():
+        os.link(f, data / ".d.tmp" / f.name)
+    Curator(cfg).start()
+    assert (data / "d" / "schema.json").exists() and not (data / ".d.old").exists()
+    again.register_dataset(_spec("x.csv", "x"))  # the name can be registered again
+
+
+def test_a_worker_whose_master_died_before_it_asked_for_the_death_signal_ends_itself() -> None:
+    # PR_SET_PDEATHSIG fires only on a death after the call: a worker still starting when its
+    # master was killed would keep serving on the port; it compares its parent with the master.
+    import subprocess
+    import sys
+
+    from dpkit.server._app import MASTER_ENV
+
+    code = "from dpkit.server._app import _die_with_parent as d; d(); print('alive')"
+    env = {**os.environ, MASTER_ENV: str(os.getpid() + 1_000_000)}  # not this process
+    gone = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=60)
+    assert gone.returncode == -signal.SIGKILL and b"alive" not in gone.stdout
+    env[MASTER_ENV] = str(os.getpid())  # its real parent: it lives
+    kept = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=60)
+    assert kept.returncode == 0 and kept.stdout.strip() == b"alive"
+
+
+def test_a_worker_started_after_curator_toml_was_edited_refuses_to_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # uvicorn replaces a dead worker with a new one, which reads curator.toml again: after an
+    # edit (another ledger, say) it would spend budgets that the other workers do not see.
+    import hashlib
+
+    from dpkit.server._app import CONFIG_DIGEST_ENV, CONFIG_ENV, worker_app
+
+    cfg = tmp_path / "curator.toml"
+    cfg.write_text('[server]\nledger = "a.db"\nworkers = 2\n')
+    monkeypatch.setenv(CONFIG_ENV, str(cfg))
+    monkeypatch.setenv(CONFIG_DIGEST_ENV, hashlib.sha256(cfg.read_bytes()).hexdigest())
+    cfg.write_text('[server]\nledger = "b.db"\nworkers = 2\n')
+    with pytest.raises(DataError, match="changed since the service started"):
+        worker_app()

@@ -31,10 +31,14 @@ from dpkit.server._service import (
     result_json,
 )
 
-__all__ = ["CONFIG_ENV", "create_app", "worker_app"]
+__all__ = ["CONFIG_DIGEST_ENV", "CONFIG_ENV", "MASTER_ENV", "create_app", "worker_app"]
 
 CONFIG_ENV = "DPKIT_SERVER_CONFIG"
 """The environment variable that gives :func:`worker_app` the path of ``curator.toml``."""
+CONFIG_DIGEST_ENV = "DPKIT_SERVER_CONFIG_SHA256"
+"""The SHA-256 of ``curator.toml`` when the master started (workers started later check it)."""
+MASTER_ENV = "DPKIT_SERVER_MASTER_PID"
+"""The environment variable that gives each worker the process id of the master that started it."""
 
 
 class BodyTooLarge(DPKitError):
@@ -414,12 +418,18 @@ def _die_with_parent() -> None:
     would leave its workers answering on the port, and a restarted service could not bind it.
     """
     import ctypes
+    import os
     import signal
     import sys
 
     if sys.platform.startswith("linux"):
         pr_set_pdeathsig = 1
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+        # A master that died before the call above (while this worker was starting) sends no
+        # signal: this worker was already handed to another parent, so it ends itself.
+        master = os.environ.get(MASTER_ENV)
+        if master is not None and os.getppid() != int(master):
+            os.kill(os.getpid(), signal.SIGKILL)
 
 
 def worker_app() -> Any:
@@ -430,9 +440,17 @@ def worker_app() -> Any:
     :class:`~dpkit.server._service.Curator` over the service's shared ledger and data
     directory, with its own secure generators (nothing random is inherited from the master).
     """
+    import hashlib
     import os
 
     from dpkit.server._config import load_config
 
+    path = os.environ[CONFIG_ENV]
+    with open(path, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    # uvicorn starts a new worker whenever one dies: one started from an edited file (another
+    # ledger, say) would spend budgets the others do not see. Every worker uses the master's.
+    if digest != os.environ.get(CONFIG_DIGEST_ENV, digest):
+        raise DataError(f"{path} changed since the service started; restart the service.")
     _die_with_parent()
-    return create_app(load_config(os.environ[CONFIG_ENV]))
+    return create_app(load_config(path))

@@ -56,11 +56,15 @@ def _serve(args: argparse.Namespace) -> int:
         return 0
     # Several processes: uvicorn spawns each worker, which builds its own service from the
     # configuration file (worker_app) over the same ledger and data directory.
+    import hashlib
     import os
 
-    from dpkit.server._app import CONFIG_ENV
+    from dpkit.server._app import CONFIG_DIGEST_ENV, CONFIG_ENV, MASTER_ENV
 
     os.environ[CONFIG_ENV] = str(os.path.abspath(args.config))
+    with open(args.config, "rb") as f:  # what was checked above is what every worker runs
+        os.environ[CONFIG_DIGEST_ENV] = hashlib.sha256(f.read()).hexdigest()
+    os.environ[MASTER_ENV] = str(os.getpid())
     uvicorn.run(
         "dpkit.server._app:worker_app",
         factory=True,

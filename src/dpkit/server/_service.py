@@ -6,8 +6,11 @@ HTTP-free, so that the protocol can be read in one place; :mod:`dpkit.server._ap
 from __future__ import annotations
 
 import fcntl
+import json
 import math
+import os
 import re
+import shutil
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -141,6 +144,8 @@ class Curator:
                         raise
             elif stored[3] != h:
                 self.ledger.set_key_hash("admin", h)
+        with self._data_lock(exclusive=True):
+            self._finish_interrupted_registrations()
         if self.config.datasets:
             with self._data_lock(exclusive=True):
                 known = {ds["name"] for ds in self.ledger.datasets()}
@@ -152,6 +157,35 @@ class Curator:
                     ):
                         self._register(dict(spec))
         self.refresh()
+
+    def _finish_interrupted_registrations(self) -> None:
+        """Complete a registration whose process was killed between its steps (under the lock).
+
+        :func:`store_table` writes ``.name.tmp``, moves the folder aside to ``.name.old``, moves
+        the new one in, deletes the old; then the ledger row is updated. A process killed in
+        between leaves no folder, a stale ``.old`` (which would refuse every later registration
+        of the name), or new files under the ledger's old schema (which no worker could load,
+        or would load under the wrong schema). The new files are complete once they are moved
+        (``schema.json`` is written last), so the registration is rolled forward: the ledger
+        takes their schema and a new version, and every worker reloads.
+        """
+        data = self.config.data_dir
+        for ds in self.ledger.datasets():
+            name = ds["name"]
+            folder, tmp, old = data / name, data / f".{name}.tmp", data / f".{name}.old"
+            if not folder.exists():
+                if (tmp / "schema.json").exists():
+                    os.replace(tmp, folder)
+                elif (old / "schema.json").exists():
+                    os.replace(old, folder)
+            for leftover in (tmp, old):
+                if leftover.exists():
+                    shutil.rmtree(leftover)
+            stored = folder / "schema.json"
+            if stored.exists():
+                schema = json.loads(stored.read_text())
+                if schema != ds["schema"]:
+                    self.ledger.add_dataset(name, schema, ds["total_epsilon"], ds["total_delta"])
 
     def refresh(self) -> None:
         """Load every dataset whose ledger version differs from the one loaded here.
