@@ -149,7 +149,7 @@ def test_the_ledger_file_lock_excludes_another_process_writer(tmp_path: Path) ->
     take the lock while the first holds it, and can once it is released."""
     import fcntl
 
-    from dpkit.server._ledger import FileLock
+    from dpkit.server._locks import FileLock
 
     lock = FileLock(str(tmp_path / "ledger.db.lock"))
     other = os.open(tmp_path / "ledger.db.lock", os.O_RDWR | os.O_CREAT, 0o600)

@@ -55,7 +55,7 @@ class GroupCommit:
         SQLite (``BEGIN IMMEDIATE``, flush chosen per batch) or PostgreSQL (``BEGIN``).
     between_processes : context manager, optional
         Held by the leader, inside ``lock``, while it runs a batch: excludes the leaders of
-        other processes (see :class:`dpkit.server._ledger.FileLock`); followers whose writes
+        other processes (see :class:`dpkit.server._locks.FileLock`); followers whose writes
         a leader committed never take it.
     retryable : callable
         Whether a failed batch (e.g. a PostgreSQL deadlock between two services' batches) is

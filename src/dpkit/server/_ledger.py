@@ -17,9 +17,7 @@ So after ``kill -9`` at any moment the ledger holds every charge, and no release
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 import secrets
 import sqlite3
 import threading
@@ -32,47 +30,14 @@ from typing import Any
 from dpkit.errors import BudgetExceededError, DataError, DPKitError
 from dpkit.server._group import GroupCommit
 from dpkit.server._ledger_audit import AuditQueries
+from dpkit.server._locks import ledger_file_lock
 from dpkit.server._sql import MIGRATIONS, cost_units, from_units, limit_units
 
-__all__ = ["Charge", "FileLock", "Ledger", "NoBudgetError", "StaleDatasetError"]
+__all__ = ["Charge", "Ledger", "NoBudgetError", "StaleDatasetError"]
 
 
 class NoBudgetError(DataError):
     """The analyst has no budget on this dataset (or the dataset does not exist)."""
-
-
-class FileLock:
-    """An exclusive lock between processes on a file (``flock``), blocking without polling.
-
-    SQLite excludes other processes' writers itself, but a writer that finds the database
-    locked polls it with growing sleeps (up to 100 ms), which shows as a long latency tail when
-    several worker processes share one ledger. Held around each write transaction (inside the
-    process's own thread lock), this lock hands the database from one process's writer to the
-    next as soon as it is free. Only a hand-off: SQLite's own locking still guarantees
-    correctness, e.g. against a process that does not use this lock.
-    """
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._fd: int | None = None
-        self._pid = 0
-
-    def __enter__(self) -> FileLock:
-        if self._fd is None or self._pid != os.getpid():  # one descriptor per process
-            self._fd, self._pid = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600), os.getpid()
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-
-
-def _file_lock(url: str) -> FileLock | None:
-    path = url.removeprefix("sqlite:///") if url.startswith("sqlite:") else url
-    if not path or path == ":memory:" or path.startswith("file:"):
-        return None
-    return FileLock(path + ".lock")
 
 
 class StaleDatasetError(DPKitError):
@@ -142,7 +107,7 @@ class Ledger(AuditQueries):
         # Other processes are still excluded by BEGIN IMMEDIATE.
         self._write_lock = threading.Lock()
         # Other processes (workers of one service) queue on a file lock for the same reason.
-        self._file_lock = None if self.postgres else _file_lock(url)
+        self._file_lock = None if self.postgres else ledger_file_lock(url)
         # PostgreSQL locks rows itself; its group lock only makes one leader at a time.
         group_lock = threading.Lock() if self.postgres else self._write_lock
         self._group = GroupCommit(

@@ -5,7 +5,6 @@ HTTP-free, so that the protocol can be read in one place; :mod:`dpkit.server._ap
 
 from __future__ import annotations
 
-import fcntl
 import json
 import math
 import os
@@ -25,6 +24,7 @@ from dpkit.server._config import ServerConfig
 from dpkit.server._default import default_registry
 from dpkit.server._ingest import load_table, read_source, resolve_source, store_table
 from dpkit.server._ledger import Charge, Ledger, StaleDatasetError
+from dpkit.server._locks import flocked
 from dpkit.server._queries import clamped
 from dpkit.server._registry import Meter, QueryRegistry
 from dpkit.server._schema import DatasetSchema, Table, check_name, dummy_table
@@ -117,12 +117,8 @@ class Curator:
         loads files of one version under the ledger's version of another.
         """
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.config.data_dir / ".dpkit.lock", "a") as f:
-            fcntl.flock(f, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-            try:
-                yield
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+        with flocked(self.config.data_dir / ".dpkit.lock", exclusive=exclusive):
+            yield
 
     def start(self) -> None:
         """Migrate the ledger, install the admin key, register configured datasets, load all.
