@@ -3,9 +3,10 @@
 A durable commit flushes to disk (SQLite's WAL with ``synchronous=FULL``; PostgreSQL's WAL), and
 the writes of a ledger are serial (one dataset row holds every charge on that dataset), so with one
 transaction per charge the flush time bounds the service's throughput. Here each write is queued;
-whichever thread next holds the group's lock becomes the *leader*: it runs every queued write in
-one transaction, each inside its own ``SAVEPOINT`` (a refused or failed write is rolled back
-alone), commits once, and wakes the others. A write still returns only after the commit that holds
+one thread at a time is the *leader*: under the group's lock it runs every queued write in one
+transaction, each inside its own ``SAVEPOINT`` (a refused or failed write is rolled back alone),
+commits once, wakes the threads whose writes it committed, and hands the lead to the first write
+queued meanwhile (the others keep waiting for that batch). A write still returns only after the commit that holds
 it, so the protocol of :mod:`._ledger` is unchanged: a charge is durable before any noise is drawn,
 and an answer is stored before it is returned.
 
@@ -28,13 +29,23 @@ __all__ = ["GroupCommit"]
 _RETRIES = 10
 
 
+def _held() -> threading.Lock:
+    lock = threading.Lock()
+    lock.acquire()
+    return lock
+
+
 @dataclass
 class _Job:
     work: Callable[[Any], Any]
     durable: bool = True
     result: Any = None
     error: BaseException | None = None
-    done: bool = field(default=False)
+    done: bool = False
+    lead: bool = False  # this job's thread runs the next batch
+    # Released once, when the job is committed (or failed) or made the leader; its thread
+    # waits on it alone, so a finished batch wakes each of its threads directly.
+    wake: threading.Lock = field(default_factory=_held)
 
 
 def _no_retry(exc: BaseException) -> bool:
@@ -78,21 +89,50 @@ class GroupCommit:
         self._retryable = retryable
         self._queue: list[_Job] = []
         self._queue_lock = threading.Lock()
+        self._leading = False  # a thread is running (or about to run) a batch
 
     def run(self, work: Callable[[Any], Any], *, durable: bool = True) -> Any:
         """Run ``work(conn)`` in a committed transaction; return its result or raise its error."""
         job = _Job(work, durable)
         with self._queue_lock:
             self._queue.append(job)
-        with self._lock:
-            if not job.done:
-                with self._between:
-                    with self._queue_lock:
-                        batch, self._queue = self._queue, []
-                    self._commit(batch)
+            if not self._leading:
+                self._leading = job.lead = True
+        if not job.lead:
+            job.wake.acquire()  # until a leader has committed this job, or handed over to it
+        if not job.done:
+            self._lead(job)
         if job.error is not None:
             raise job.error
         return job.result
+
+    def _lead(self, own: _Job) -> None:
+        """Run every queued write as one batch, then hand over to the first job queued since.
+
+        Threads whose writes the batch held are woken one by one, each on its own lock: none
+        of them touches the group's lock again (a convoy of threads taking it in turn only to
+        find their job done would delay the next batch by one thread switch each).
+        """
+        batch: list[_Job] = []
+        try:
+            with self._lock, self._between:
+                with self._queue_lock:
+                    batch, self._queue = self._queue, []
+                self._commit(batch)
+        finally:
+            with self._queue_lock:
+                if not batch and own in self._queue:  # the locks failed: this job leaves
+                    self._queue.remove(own)
+                following = self._queue[0] if self._queue else None
+                if following is None:
+                    self._leading = False
+                else:
+                    following.lead = True
+            if following is not None:
+                following.wake.release()
+            for job in batch:
+                if job is not own and not job.lead:
+                    job.wake.release()
 
     def _commit(self, batch: list[_Job]) -> None:
         try:

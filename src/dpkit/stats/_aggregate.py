@@ -195,5 +195,6 @@ def mean_of(
         statistic="mean",
         sampling_sd=lambda _v, size: h / math.sqrt(size),
         limits=(lo, hi),
+        corners=True,  # c + s / max(n, 1), clipped: monotone in s and in n
     )
     return rel

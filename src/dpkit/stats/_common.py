@@ -116,6 +116,7 @@ def release_parts(
     limits: tuple[float, float] = (-math.inf, math.inf),
     public_n: int | None = None,
     exact: Callable[..., Any] | None = None,
+    corners: bool = False,
 ) -> tuple[Release, Plan, tuple[float, ...]]:
     """Plan, charge, add noise, estimate, and attach error bars (:class:`PartsBox`).
 
@@ -123,7 +124,8 @@ def release_parts(
     estimator has no bias correction). ``sampling_sd(value, size)`` models the sampling error;
     ``size`` is the public record count ``public_n`` when there is one, else the *noisy* count
     (the last part): the true count is private under add/remove neighbours, and a sampling error
-    computed from it would leak it.
+    computed from it would leak it. ``corners``: the statistic is monotone along every axis
+    (see :class:`PartsBox`).
     """
     pl = plan(parts, epsilon=epsilon, delta=delta)
     charge(accountant, pl.event, statistic, delta=delta, rng=rng)
@@ -133,7 +135,7 @@ def release_parts(
     if sampling_sd is not None:
         size = float(public_n) if public_n is not None else max(float(noisy[-1]), 1.0)
         sd = sampling_sd(value, size)
-    box = PartsBox(noisy, pl.parts, exact or estimator, sd, limits)
+    box = PartsBox(noisy, pl.parts, exact or estimator, sd, limits, corners)
     return Release(_plain(value), pl.event, statistic, box, delta=delta), pl, noisy
 
 

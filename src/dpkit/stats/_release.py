@@ -75,6 +75,13 @@ class PartsBox:
     Conservative: wider than a bootstrap's interval, but it never relies on the estimator being
     nearly linear, which fails for small n or small ε.
     Post-processing only: it reads the released parts, never the data.
+
+    ``corners=True`` declares the statistic monotone along every line parallel to an axis (the
+    mean ``s / max(n, 1)``: monotone in ``s`` for each ``n`` and in ``n`` for each ``s``). Its
+    extremes over the box are then at corners (the minimum over the first coordinate is at one
+    of its two ends, for every value of the others; repeat on each end), so only the ``2^m``
+    corners are evaluated: the search's grid contains them and can find nothing beyond them,
+    so the interval is the same, found without the search.
     """
 
     noisy: tuple[float, ...]
@@ -82,6 +89,7 @@ class PartsBox:
     exact: Callable[..., Any]  # the statistic as a function of exact parts (vectorised)
     sampling_sd: Any = None
     limits: tuple[float, float] = (-np.inf, np.inf)  # the statistic's range (e.g. r ∈ [-1, 1])
+    corners: bool = False  # monotone along every axis: the extremes are at the box's corners
 
     def interval(
         self, value: Any, alpha: float, include_sampling: bool, method: str
@@ -93,6 +101,9 @@ class PartsBox:
         axes = []
         for t, p in zip(self.noisy, self.parts, strict=True):
             h = p.half_width(share) if p.kind != "none" else p.half_width(1.0)
+            if self.corners:
+                axes.append(np.array([t - h, t + h]))
+                continue
             side = np.linspace(t - h, t + h, 9)
             if t - h < 0.0 < t + h:
                 side = np.append(side, 0.0)
@@ -102,11 +113,14 @@ class PartsBox:
         values = np.where(np.isfinite(values), values, np.nan)
         if np.all(np.isnan(values)):
             raise DPKitError("the noise is too large for an interval around this estimate.")
-        lo, hi = self._refine(
-            axes,
-            np.unravel_index(np.nanargmin(values), values.shape),
-            np.unravel_index(np.nanargmax(values), values.shape),
-        )
+        if self.corners:
+            lo, hi = float(np.nanmin(values)), float(np.nanmax(values))
+        else:
+            lo, hi = self._refine(
+                axes,
+                np.unravel_index(np.nanargmin(values), values.shape),
+                np.unravel_index(np.nanargmax(values), values.shape),
+            )
         if include_sampling:
             if self.sampling_sd is None:
                 _sampling_draws(None, 0, np.random.default_rng(_SEED))
