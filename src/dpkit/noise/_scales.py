@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from functools import lru_cache
 
 from dpkit._checks import exact_fraction
 from dpkit.errors import PrivacyParameterError
@@ -20,7 +21,25 @@ def rational_at_least(value: object, name: str, *, max_numerator: int) -> tuple[
     within ``max_numerator``: the relative increase is below ``2 / max_numerator``. The result is
     a fixed point: rounding it again returns it unchanged, so the σ or scale a caller reads back
     is exactly the one the sampler uses.
+
+    A function of the exact value alone (checked the same way for every type), so results are
+    remembered per ``(type, value, max_numerator)``: a service drawing the same noise scale for
+    every answer does the rational arithmetic once. Refusals are not remembered.
     """
+    try:
+        return _remembered(type(value), value, max_numerator)
+    except TypeError:  # unhashable (e.g. an array): checked and refused below
+        return _rounded(value, name, max_numerator)
+    except PrivacyParameterError:  # refused: again, with this caller's name in the message
+        return _rounded(value, name, max_numerator)
+
+
+@lru_cache(maxsize=4096)
+def _remembered(kind: type, value: object, max_numerator: int) -> tuple[int, int]:
+    return _rounded(value, "value", max_numerator)
+
+
+def _rounded(value: object, name: str, max_numerator: int) -> tuple[int, int]:
     frac = exact_fraction(value, name)
     if frac.numerator <= max_numerator and frac.denominator < 1 << 62:
         return frac.numerator, frac.denominator

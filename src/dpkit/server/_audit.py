@@ -3,8 +3,8 @@
 Every *charge* is audited inside its own ledger transaction (:meth:`Ledger.reserve`), so a charge
 and its audit row are durable together. The per-request rows (who, when, what, status, outcome)
 are queued and written every ``interval`` seconds in one transaction, so that auditing does not
-add a disk flush to every request; a crash can lose at most the last interval's request rows,
-never a charge's.
+add a disk flush to every request. A crash of the service can lose at most the last interval's
+request rows (a power loss, also those written since the last charge's flush), never a charge's.
 """
 
 from __future__ import annotations

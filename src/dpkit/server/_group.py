@@ -4,11 +4,13 @@ A durable commit flushes to disk (SQLite's WAL with ``synchronous=FULL``; Postgr
 the writes of a ledger are serial (one dataset row holds every charge on that dataset), so with one
 transaction per charge the flush time bounds the service's throughput. Here each write is queued;
 one thread at a time is the *leader*: under the group's lock it runs every queued write in one
-transaction, each inside its own ``SAVEPOINT`` (a refused or failed write is rolled back alone),
-commits once, wakes the threads whose writes it committed, and hands the lead to the first write
-queued meanwhile (the others keep waiting for that batch). A write still returns only after the commit that holds
-it, so the protocol of :mod:`._ledger` is unchanged: a charge is durable before any noise is drawn,
-and an answer is stored before it is returned.
+transaction (a refused write, which refuses before it writes, fails alone; a write failing after
+it may have written sends each write of the batch to a transaction of its own), commits once,
+wakes the threads whose writes it committed, and hands the lead to the first write queued
+meanwhile (the others keep waiting for that batch). Writes of one kind (charges, answers) share
+their statements (:meth:`GroupCommit.run_many`). A write still returns only after the commit that
+holds it, so the protocol of :mod:`._ledger` is unchanged: a charge is durable before any noise
+is drawn, and an answer is stored before it is returned.
 
 Writes that need not be flushed on their own (storing a released answer: see
 :meth:`Ledger.release`) are marked ``durable=False``; a batch of only such writes is committed
@@ -37,8 +39,10 @@ def _held() -> threading.Lock:
 
 @dataclass
 class _Job:
-    work: Callable[[Any], Any]
+    work: Callable[[Any], Any] | None
     durable: bool = True
+    many: Callable[[Any, list[Any]], list[Any]] | None = None  # see GroupCommit.run_many
+    item: Any = None
     result: Any = None
     error: BaseException | None = None
     done: bool = False
@@ -48,7 +52,7 @@ class _Job:
     wake: threading.Lock = field(default_factory=_held)
 
 
-def _no_retry(exc: BaseException) -> bool:
+def _never(exc: BaseException) -> bool:
     return False
 
 
@@ -71,6 +75,13 @@ class GroupCommit:
     retryable : callable
         Whether a failed batch (e.g. a PostgreSQL deadlock between two services' batches) is
         to be run again whole; nothing of a failed batch is committed.
+    refusal : callable
+        Whether an error is a *refusal*: raised by a write before it wrote anything (e.g. no
+        budget left). A refused write fails alone and the batch goes on. Any other error may
+        follow some of the write's statements: the batch is rolled back and each of its writes
+        is run again in a transaction of its own, so that only the failing one fails. (Batches
+        need no savepoint per write, whose two statements per write would cost more than the
+        write itself.)
     """
 
     def __init__(
@@ -79,7 +90,8 @@ class GroupCommit:
         connection: Callable[[], Any],
         *,
         sqlite: bool = True,
-        retryable: Callable[[BaseException], bool] = _no_retry,
+        retryable: Callable[[BaseException], bool] = _never,
+        refusal: Callable[[BaseException], bool] = _never,
         between_processes: AbstractContextManager[Any] | None = None,
     ) -> None:
         self._lock = lock
@@ -87,13 +99,28 @@ class GroupCommit:
         self._connection = connection
         self._sqlite = sqlite
         self._retryable = retryable
+        self._refusal = refusal
         self._queue: list[_Job] = []
         self._queue_lock = threading.Lock()
         self._leading = False  # a thread is running (or about to run) a batch
 
     def run(self, work: Callable[[Any], Any], *, durable: bool = True) -> Any:
         """Run ``work(conn)`` in a committed transaction; return its result or raise its error."""
-        job = _Job(work, durable)
+        return self._run(_Job(work, durable))
+
+    def run_many(
+        self, many: Callable[[Any, list[Any]], list[Any]], item: Any, *, durable: bool = True
+    ) -> Any:
+        """Write ``item`` together with the other items of ``many`` in the batch.
+
+        ``many(conn, items)`` writes all the items of a batch at once (a few statements for the
+        batch, not a few per item: every statement hands the GIL back and forth) and returns,
+        item by item, its result or the refusal (an exception instance: nothing of that item
+        was written). An exception *raised* by ``many`` fails the batch as a failing write does.
+        """
+        return self._run(_Job(None, durable, many, item))
+
+    def _run(self, job: _Job) -> Any:
         with self._queue_lock:
             self._queue.append(job)
             if not self._leading:
@@ -136,13 +163,15 @@ class GroupCommit:
 
     def _commit(self, batch: list[_Job]) -> None:
         try:
-            for attempt in range(_RETRIES):
-                try:
-                    self._attempt(batch)
-                    return
-                except Exception as exc:
-                    if attempt == _RETRIES - 1 or not self._retryable(exc):
-                        raise
+            try:
+                self._retried(batch)
+            except Exception:
+                if len(batch) == 1:
+                    raise
+                # A write failed after it may have written: nothing of the batch was kept. Each
+                # write runs again alone, so that only the failing one fails.
+                for job in batch:
+                    self._commit([job])
         except BaseException as exc:
             for job in batch:  # nothing of this batch was committed
                 job.result, job.error = None, exc
@@ -152,6 +181,15 @@ class GroupCommit:
             for job in batch:
                 job.done = True
 
+    def _retried(self, batch: list[_Job]) -> None:
+        for attempt in range(_RETRIES):
+            try:
+                self._attempt(batch)
+                return
+            except Exception as exc:
+                if attempt == _RETRIES - 1 or not self._retryable(exc):
+                    raise
+
     def _attempt(self, batch: list[_Job]) -> None:
         conn = self._connection()
         flush = any(job.durable for job in batch)
@@ -159,17 +197,26 @@ class GroupCommit:
             conn.execute("PRAGMA synchronous=NORMAL")
         try:
             conn.execute("BEGIN IMMEDIATE" if self._sqlite else "BEGIN")
-            for i, job in enumerate(batch):
+            groups: dict[Any, list[_Job]] = {}
+            for job in batch:
                 job.result, job.error = None, None
-                conn.execute(f"SAVEPOINT s{i}")
+                if job.many is not None:
+                    groups.setdefault(job.many, []).append(job)
+                    continue
+                assert job.work is not None
                 try:
                     job.result = job.work(conn)
                 except Exception as exc:
-                    if self._retryable(exc):  # e.g. chosen as a deadlock's victim: redo all
-                        raise
-                    conn.execute(f"ROLLBACK TO SAVEPOINT s{i}")
-                    job.error = exc
-                conn.execute(f"RELEASE SAVEPOINT s{i}")
+                    if len(batch) == 1 or not self._refusal(exc):
+                        raise  # (retryable, or it may have written: see _commit)
+                    job.error = exc  # refused before writing anything: the others go on
+            for many, jobs in groups.items():
+                outs = many(conn, [job.item for job in jobs])
+                for job, out in zip(jobs, outs, strict=True):
+                    if isinstance(out, BaseException):
+                        job.error = out
+                    else:
+                        job.result = out
             conn.execute("COMMIT")
         except BaseException:
             _rollback(conn)

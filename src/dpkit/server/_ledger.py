@@ -17,6 +17,7 @@ So after ``kill -9`` at any moment the ledger holds every charge, and no release
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
 import sqlite3
@@ -58,6 +59,24 @@ class Charge:
     result: dict[str, Any] | None
     created: float
     replayed: bool = False
+
+
+@dataclass(frozen=True)
+class _Ask:
+    """A charge asked for (amounts in ledger units, request as canonical JSON)."""
+
+    analyst: str
+    dataset: str
+    body: str
+    eu: int
+    du: int
+    idem_key: str | None
+    version: int | None
+
+
+def _chunks(rows: list[Any], size: int) -> Iterator[list[Any]]:
+    for i in range(0, len(rows), size):
+        yield rows[i : i + size]
 
 
 _COLS = "id, analyst, dataset, request_json, epsilon, delta, status, result_json, created"
@@ -115,6 +134,8 @@ class Ledger(AuditQueries):
             self._conn,
             sqlite=not self.postgres,
             retryable=_serialization_failure,
+            # The ledger's writes (reserve, release) raise DPKitError only before writing.
+            refusal=lambda exc: isinstance(exc, DPKitError),
             between_processes=self._file_lock,
         )
 
@@ -364,50 +385,112 @@ class Ledger(AuditQueries):
             nothing is charged; the caller reloads the dataset and asks again.
         """
         eu, du = cost_units(epsilon), cost_units(delta)
-        lock = " FOR UPDATE" if self.postgres else ""
         body = json.dumps(request, sort_keys=True)
-        # Charges queued together share one transaction and one flush (:mod:`._group`); a
-        # PostgreSQL batch that meets a deadlock or serialization failure is retried whole.
-        args = (analyst, dataset, body, eu, du, idem_key, lock, version)
-        out: Charge = self._group.run(lambda conn: self._reserve(conn, *args))
+        # Charges queued together share one transaction, a few statements and one flush
+        # (:mod:`._group`); a PostgreSQL batch that meets a deadlock or serialization failure
+        # is retried whole.
+        item = _Ask(analyst, dataset, body, eu, du, idem_key, version)
+        out: Charge = self._group.run_many(self._reserve_many, item)
         return out
 
-    def _reserve(
+    def _reserve_many(self, conn: Any, asks: list[_Ask]) -> list[Charge | DPKitError]:
+        """Charge a batch of requests in order: each is refused or charged as if alone, after
+        the ones before it. Nothing is written for a refused one (its error is returned)."""
+        q = self._sql
+        lock = " FOR UPDATE" if self.postgres else ""
+        # Lock order in every transaction: dataset rows by name, then budget rows (no deadlock).
+        ds: dict[str, list[int] | None] = {}
+        for name in sorted({a.dataset for a in asks}):
+            row = conn.execute(
+                q("SELECT total_epsilon, total_delta, spent_epsilon, spent_delta, version FROM "
+                  "datasets WHERE name = ?" + lock), (name,),
+            ).fetchone()  # fmt: skip
+            ds[name] = None if row is None else list(row)
+        bud: dict[tuple[str, str], list[int] | None] = {}
+        for key in sorted({(a.analyst, a.dataset) for a in asks}):
+            row = conn.execute(
+                q("SELECT epsilon, delta, spent_epsilon, spent_delta FROM budgets WHERE "
+                  "analyst = ? AND dataset = ?" + lock), key,
+            ).fetchone()  # fmt: skip
+            bud[key] = None if row is None else list(row)
+        now = time.time()
+        out: list[Charge | DPKitError] = []
+        new: dict[tuple[str, str], tuple[str, Charge]] = {}  # idempotency keys of this batch
+        rows: list[tuple[Any, ...]] = []
+        for a in asks:
+            try:
+                out.append(self._decide(conn, a, ds, bud, new, rows, now))
+            except DPKitError as exc:
+                out.append(exc)
+        if not rows:
+            return out
+        for chunk in _chunks(rows, 100):
+            conn.execute(
+                q("INSERT INTO charges (id, analyst, dataset, idem_key, request_json, epsilon, "
+                  "delta, status, created) VALUES "
+                  + ", ".join(["(?, ?, ?, ?, ?, ?, ?, 'reserved', ?)"] * len(chunk))),
+                [v for r in chunk for v in r[:8]],
+            )  # fmt: skip
+        spent_ds: dict[str, list[int]] = {}
+        spent_b: dict[tuple[str, str], list[int]] = {}
+        for r in rows:
+            for total in (spent_ds.setdefault(r[2], [0, 0]), spent_b.setdefault(r[1:3], [0, 0])):
+                total[0] += r[5]
+                total[1] += r[6]
+        for name, (e, d) in sorted(spent_ds.items()):
+            conn.execute(
+                q("UPDATE datasets SET spent_epsilon = spent_epsilon + ?, spent_delta = "
+                  "spent_delta + ? WHERE name = ?"), (e, d, name),
+            )  # fmt: skip
+        for (who, name), (e, d) in sorted(spent_b.items()):
+            conn.execute(
+                q("UPDATE budgets SET spent_epsilon = spent_epsilon + ?, spent_delta = "
+                  "spent_delta + ? WHERE analyst = ? AND dataset = ?"), (e, d, who, name),
+            )  # fmt: skip
+        audit = [(r[7], r[1], r[2], r[8], r[5], r[6], f"reserved {r[0]}") for r in rows]
+        for chunk in _chunks(audit, 100):
+            conn.execute(
+                q("INSERT INTO audit (ts, principal, kind, dataset, query, epsilon, delta, "
+                  "outcome) VALUES " + ", ".join(["(?, ?, 'charge', ?, ?, ?, ?, ?)"] * len(chunk))),
+                [v for r in chunk for v in r],
+            )  # fmt: skip
+        return out
+
+    def _decide(
         self,
         conn: Any,
-        analyst: str,
-        dataset: str,
-        body: str,
-        eu: int,
-        du: int,
-        idem_key: str | None,
-        lock: str,
-        version: int | None = None,
+        a: _Ask,
+        ds: dict[str, list[int] | None],
+        bud: dict[tuple[str, str], list[int] | None],
+        new: dict[tuple[str, str], tuple[str, Charge]],
+        rows: list[tuple[Any, ...]],
+        now: float,
     ) -> Charge:
-        q = self._sql
-        # Lock order: dataset row, then budget row, in every transaction (no deadlocks).
-        ds = conn.execute(
-            q("SELECT total_epsilon, total_delta, spent_epsilon, spent_delta, version FROM "
-              "datasets WHERE name = ?" + lock), (dataset,),
-        ).fetchone()  # fmt: skip
-        b = conn.execute(
-            q("SELECT epsilon, delta, spent_epsilon, spent_delta FROM budgets WHERE analyst = ? "
-              "AND dataset = ?" + lock), (analyst, dataset),
-        ).fetchone()  # fmt: skip
-        if idem_key is not None:
+        """One request of a batch: its replayed charge, its new charge (appended to ``rows``,
+        and the running totals updated), or a refusal (raised; nothing changed)."""
+        if a.idem_key is not None:
+            seen = new.get((a.analyst, a.idem_key))
+            if seen is not None:  # the same key earlier in this batch
+                if seen[0] != a.body:
+                    raise DataError(
+                        "this idempotency key was used for a different request; use a new key."
+                    )
+                return dataclasses.replace(seen[1], replayed=True)
             row = conn.execute(
-                q(f"SELECT {_COLS} FROM charges WHERE analyst = ? AND idem_key = ?"),
-                (analyst, idem_key),
+                self._sql(f"SELECT {_COLS} FROM charges WHERE analyst = ? AND idem_key = ?"),
+                (a.analyst, a.idem_key),
             ).fetchone()
             if row is not None:
-                if json.dumps(json.loads(row[3]), sort_keys=True) != body:
+                if json.dumps(json.loads(row[3]), sort_keys=True) != a.body:
                     raise DataError(
                         "this idempotency key was used for a different request; use a new key."
                     )
                 return _charge(row, replayed=True)
-        if ds is not None and version is not None and ds[4] != version:
+        d, b = ds[a.dataset], bud[(a.analyst, a.dataset)]
+        eu, du = a.eu, a.du
+        if d is not None and a.version is not None and d[4] != a.version:
             raise StaleDatasetError("the dataset was replaced; reload it and ask again.")
-        if ds is None or b is None:
+        if d is None or b is None:
             raise NoBudgetError("you have no budget on a dataset of that name.")
         if b[2] + eu > b[0] or b[3] + du > b[1]:
             raise BudgetExceededError(
@@ -417,34 +500,22 @@ class Ledger(AuditQueries):
                 requested=(from_units(eu), from_units(du)),
                 remaining=(from_units(b[0] - b[2]), from_units(b[1] - b[3])),
             )
-        if ds[2] + eu > ds[0] or ds[3] + du > ds[1]:
+        if d[2] + eu > d[0] or d[3] + du > d[1]:
             raise BudgetExceededError(
                 "the dataset's total budget (shared by all analysts) would be exceeded by this "
                 "query. Nothing was charged or released.",
                 requested=(from_units(eu), from_units(du)),
             )
+        b[2], b[3], d[2], d[3] = b[2] + eu, b[3] + du, d[2] + eu, d[3] + du
         cid = secrets.token_hex(12)
-        now = time.time()
-        conn.execute(
-            q("INSERT INTO charges (id, analyst, dataset, idem_key, request_json, epsilon, delta, "
-              "status, created) VALUES (?, ?, ?, ?, ?, ?, ?, 'reserved', ?)"),
-            (cid, analyst, dataset, idem_key, body, eu, du, now),
-        )  # fmt: skip
-        conn.execute(
-            q("UPDATE budgets SET spent_epsilon = spent_epsilon + ?, spent_delta = spent_delta + ?"
-              " WHERE analyst = ? AND dataset = ?"), (eu, du, analyst, dataset),
-        )  # fmt: skip
-        conn.execute(
-            q("UPDATE datasets SET spent_epsilon = spent_epsilon + ?, spent_delta = spent_delta + ?"
-              " WHERE name = ?"), (eu, du, dataset),
-        )  # fmt: skip
-        conn.execute(
-            q("INSERT INTO audit (ts, principal, kind, dataset, query, epsilon, delta, outcome) "
-              "VALUES (?, ?, 'charge', ?, ?, ?, ?, ?)"),
-            (now, analyst, dataset, json.loads(body).get("query"), eu, du, f"reserved {cid}"),
-        )  # fmt: skip
-        return Charge(cid, analyst, dataset, json.loads(body), from_units(eu), from_units(du),
-                      "reserved", None, now)  # fmt: skip
+        request = json.loads(a.body)
+        rows.append((cid, a.analyst, a.dataset, a.idem_key, a.body, eu, du, now,
+                     request.get("query")))  # fmt: skip
+        charge = Charge(cid, a.analyst, a.dataset, request, from_units(eu), from_units(du),
+                        "reserved", None, now)  # fmt: skip
+        if a.idem_key is not None:
+            new[(a.analyst, a.idem_key)] = (a.body, charge)
+        return charge
 
     def release(self, cid: str, result: dict[str, Any]) -> None:
         """Store the answer of a reserved charge and mark it released.
@@ -455,12 +526,18 @@ class Ledger(AuditQueries):
         flushed with the next charge. A power loss can therefore lose the stored copy of the
         latest answers, never a charge (each charge is flushed before its noise is drawn).
         """
-        sql = self._sql(
-            "UPDATE charges SET status = 'released', result_json = ?, finished = ? "
-            "WHERE id = ? AND status = 'reserved'"
+        item = (json.dumps(result), time.time(), cid)
+        self._group.run_many(self._release_many, item, durable=False)
+
+    def _release_many(self, conn: Any, items: list[tuple[str, float, str]]) -> list[None]:
+        conn.cursor().executemany(
+            self._sql(
+                "UPDATE charges SET status = 'released', result_json = ?, finished = ? "
+                "WHERE id = ? AND status = 'reserved'"
+            ),
+            items,
         )
-        args = (json.dumps(result), time.time(), cid)
-        self._group.run(lambda conn: conn.execute(sql, args), durable=False)
+        return [None] * len(items)
 
     def fail(self, cid: str, *, refund: bool) -> None:
         """Mark a charge failed; refund it only if no noise was drawn (``refund=True``)."""

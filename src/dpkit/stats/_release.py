@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -102,20 +103,20 @@ class PartsBox:
         for t, p in zip(self.noisy, self.parts, strict=True):
             h = p.half_width(share) if p.kind != "none" else p.half_width(1.0)
             if self.corners:
-                axes.append(np.array([t - h, t + h]))
+                axes.append((t - h, t + h))
                 continue
             side = np.linspace(t - h, t + h, 9)
             if t - h < 0.0 < t + h:
                 side = np.append(side, 0.0)
             axes.append(side)
-        with np.errstate(all="ignore"):
-            values = np.asarray(self.exact(*np.meshgrid(*axes, indexing="ij", sparse=True)))
-        values = np.where(np.isfinite(values), values, np.nan)
-        if np.all(np.isnan(values)):
-            raise DPKitError("the noise is too large for an interval around this estimate.")
         if self.corners:
-            lo, hi = float(np.nanmin(values)), float(np.nanmax(values))
+            lo, hi = self._corners(axes)
         else:
+            with np.errstate(all="ignore"):
+                values = np.asarray(self.exact(*np.meshgrid(*axes, indexing="ij", sparse=True)))
+            values = np.where(np.isfinite(values), values, np.nan)
+            if np.all(np.isnan(values)):
+                raise DPKitError("the noise is too large for an interval around this estimate.")
             lo, hi = self._refine(
                 axes,
                 np.unravel_index(np.nanargmin(values), values.shape),
@@ -128,6 +129,16 @@ class PartsBox:
             lo, hi = lo - z * float(self.sampling_sd), hi + z * float(self.sampling_sd)
         a, b = self.limits
         return float(np.clip(lo, a, b)), float(np.clip(hi, a, b))
+
+    def _corners(self, ends: list[Any]) -> tuple[float, float]:
+        """The smallest and largest finite value of the statistic at the box's corners."""
+        points = np.array(list(itertools.product(*ends)), dtype=np.float64).T
+        with np.errstate(all="ignore"):
+            values = np.asarray(self.exact(*points), dtype=np.float64)
+        finite = values[np.isfinite(values)]
+        if finite.size == 0:
+            raise DPKitError("the noise is too large for an interval around this estimate.")
+        return float(finite.min()), float(finite.max())
 
     def _refine(
         self, axes: list[Any], low: tuple[Any, ...], high: tuple[Any, ...]
