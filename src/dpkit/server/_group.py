@@ -19,11 +19,14 @@ without a flush (SQLite ``synchronous=NORMAL``), a batch with a charge in it is 
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
+import os
 import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["GroupCommit"]
@@ -37,7 +40,7 @@ def _held() -> threading.Lock:
     return lock
 
 
-@dataclass
+@dataclass(eq=False)  # jobs are compared by identity (`in`, `remove`)
 class _Job:
     work: Callable[[Any], Any] | None
     durable: bool = True
@@ -47,9 +50,17 @@ class _Job:
     error: BaseException | None = None
     done: bool = False
     lead: bool = False  # this job's thread runs the next batch
-    # Released once, when the job is committed (or failed) or made the leader; its thread
-    # waits on it alone, so a finished batch wakes each of its threads directly.
-    wake: threading.Lock = field(default_factory=_held)
+    # A thread's write: released once, when the job is committed (or failed) or made the
+    # leader; its thread waits on it alone, so a finished batch wakes each thread directly.
+    wake: threading.Lock | None = None
+    # An event loop's write (GroupCommit.run_many_async): its future, set from the batch's thread.
+    waiter: tuple[asyncio.AbstractEventLoop, asyncio.Future[None]] | None = None
+
+
+def _resolve(futures: list[asyncio.Future[None]]) -> None:
+    for fut in futures:
+        if not fut.done():  # (a cancelled request's future)
+            fut.set_result(None)
 
 
 def _never(exc: BaseException) -> bool:
@@ -103,10 +114,12 @@ class GroupCommit:
         self._queue: list[_Job] = []
         self._queue_lock = threading.Lock()
         self._leading = False  # a thread is running (or about to run) a batch
+        self._writer_pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._writer_pid = 0
 
     def run(self, work: Callable[[Any], Any], *, durable: bool = True) -> Any:
         """Run ``work(conn)`` in a committed transaction; return its result or raise its error."""
-        return self._run(_Job(work, durable))
+        return self._run(_Job(work, durable, wake=_held()))
 
     def run_many(
         self, many: Callable[[Any, list[Any]], list[Any]], item: Any, *, durable: bool = True
@@ -118,7 +131,39 @@ class GroupCommit:
         item by item, its result or the refusal (an exception instance: nothing of that item
         was written). An exception *raised* by ``many`` fails the batch as a failing write does.
         """
-        return self._run(_Job(None, durable, many, item))
+        return self._run(_Job(None, durable, many, item, wake=_held()))
+
+    async def run_many_async(
+        self, many: Callable[[Any, list[Any]], list[Any]], item: Any, *, durable: bool = True
+    ) -> Any:
+        """:meth:`run_many` for a coroutine: the event loop waits on a future, not a thread.
+
+        Batches with no waiting thread to lead them are run by one writer thread of this
+        group; the loop learns of a committed batch through one callback per batch.
+        """
+        loop = asyncio.get_running_loop()
+        job = _Job(None, durable, many, item, waiter=(loop, loop.create_future()))
+        with self._queue_lock:
+            self._queue.append(job)
+            start = not self._leading
+            self._leading = True
+        if start:
+            self._writer().submit(self._lead, None)
+        assert job.waiter is not None
+        await job.waiter[1]
+        if job.error is not None:
+            raise job.error
+        return job.result
+
+    def _writer(self) -> concurrent.futures.ThreadPoolExecutor:
+        """The thread that leads batches of event-loop writes (a new one after a fork)."""
+        pid = os.getpid()
+        if self._writer_pool is None or self._writer_pid != pid:
+            self._writer_pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="dpkit-ledger"
+            )
+            self._writer_pid = pid
+        return self._writer_pool
 
     def _run(self, job: _Job) -> Any:
         with self._queue_lock:
@@ -126,6 +171,7 @@ class GroupCommit:
             if not self._leading:
                 self._leading = job.lead = True
         if not job.lead:
+            assert job.wake is not None
             job.wake.acquire()  # until a leader has committed this job, or handed over to it
         if not job.done:
             self._lead(job)
@@ -133,12 +179,14 @@ class GroupCommit:
             raise job.error
         return job.result
 
-    def _lead(self, own: _Job) -> None:
-        """Run every queued write as one batch, then hand over to the first job queued since.
+    def _lead(self, own: _Job | None) -> None:
+        """Run every queued write as one batch, then hand over to the first thread queued
+        since (or, if only event loops wait, to the writer thread).
 
-        Threads whose writes the batch held are woken one by one, each on its own lock: none
-        of them touches the group's lock again (a convoy of threads taking it in turn only to
-        find their job done would delay the next batch by one thread switch each).
+        ``own`` is the leading thread's job (``None`` for the writer thread). Threads whose
+        writes the batch held are woken one by one, each on its own lock: none of them touches
+        the group's lock again (a convoy of threads taking it in turn only to find their job
+        done would delay the next batch by one thread switch each).
         """
         batch: list[_Job] = []
         try:
@@ -146,20 +194,47 @@ class GroupCommit:
                 with self._queue_lock:
                     batch, self._queue = self._queue, []
                 self._commit(batch)
+        except BaseException as exc:
+            if own is not None or batch:
+                raise
+            # The writer thread could not take the locks: the writes waiting on it fail.
+            with self._queue_lock:
+                batch, self._queue = self._queue, []
+            for job in batch:
+                job.result, job.error, job.done = None, exc, True
+            if not isinstance(exc, Exception):
+                raise
         finally:
+            writer = False
             with self._queue_lock:
                 if not batch and own in self._queue:  # the locks failed: this job leaves
                     self._queue.remove(own)
-                following = self._queue[0] if self._queue else None
-                if following is None:
-                    self._leading = False
-                else:
+                following = next((j for j in self._queue if j.wake is not None), None)
+                if following is not None:
                     following.lead = True
+                elif self._queue:
+                    writer = True  # only event loops wait: the writer thread leads
+                else:
+                    self._leading = False
             if following is not None:
+                assert following.wake is not None
                 following.wake.release()
-            for job in batch:
-                if job is not own and not job.lead:
-                    job.wake.release()
+            elif writer:
+                self._writer().submit(self._lead, None)
+            self._settle(batch, own)
+
+    @staticmethod
+    def _settle(batch: list[_Job], own: _Job | None) -> None:
+        """Tell the batch's waiting threads and event loops that their writes are done."""
+        loops: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
+        for job in batch:
+            if job.waiter is not None:
+                loops.setdefault(job.waiter[0], []).append(job.waiter[1])
+            elif job is not own and not job.lead and job.wake is not None:
+                job.wake.release()
+        for loop, futures in loops.items():
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                loop.call_soon_threadsafe(_resolve, futures)
 
     def _commit(self, batch: list[_Job]) -> None:
         try:

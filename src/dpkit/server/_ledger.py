@@ -74,6 +74,19 @@ class _Ask:
     version: int | None
 
 
+def _ask(
+    analyst: str,
+    dataset: str,
+    request: dict[str, Any],
+    epsilon: float,
+    delta: float,
+    idem_key: str | None,
+    version: int | None,
+) -> _Ask:
+    body = json.dumps(request, sort_keys=True)
+    return _Ask(analyst, dataset, body, cost_units(epsilon), cost_units(delta), idem_key, version)
+
+
 def _chunks(rows: list[Any], size: int) -> Iterator[list[Any]]:
     for i in range(0, len(rows), size):
         yield rows[i : i + size]
@@ -384,13 +397,26 @@ class Ledger(AuditQueries):
             ``version`` is given and the dataset has been replaced since (by another process):
             nothing is charged; the caller reloads the dataset and asks again.
         """
-        eu, du = cost_units(epsilon), cost_units(delta)
-        body = json.dumps(request, sort_keys=True)
         # Charges queued together share one transaction, a few statements and one flush
         # (:mod:`._group`); a PostgreSQL batch that meets a deadlock or serialization failure
         # is retried whole.
-        item = _Ask(analyst, dataset, body, eu, du, idem_key, version)
-        out: Charge = self._group.run_many(self._reserve_many, item)
+        ask = _ask(analyst, dataset, request, epsilon, delta, idem_key, version)
+        out: Charge = self._group.run_many(self._reserve_many, ask)
+        return out
+
+    async def reserve_async(
+        self,
+        analyst: str,
+        dataset: str,
+        request: dict[str, Any],
+        epsilon: float,
+        delta: float,
+        idem_key: str | None = None,
+        version: int | None = None,
+    ) -> Charge:
+        """:meth:`reserve` for a coroutine on an event loop (the same transaction and batch)."""
+        ask = _ask(analyst, dataset, request, epsilon, delta, idem_key, version)
+        out: Charge = await self._group.run_many_async(self._reserve_many, ask)
         return out
 
     def _reserve_many(self, conn: Any, asks: list[_Ask]) -> list[Charge | DPKitError]:
@@ -528,6 +554,11 @@ class Ledger(AuditQueries):
         """
         item = (json.dumps(result), time.time(), cid)
         self._group.run_many(self._release_many, item, durable=False)
+
+    async def release_async(self, cid: str, result: dict[str, Any]) -> None:
+        """:meth:`release` for a coroutine on an event loop."""
+        item = (json.dumps(result), time.time(), cid)
+        await self._group.run_many_async(self._release_many, item, durable=False)
 
     def _release_many(self, conn: Any, items: list[tuple[str, float, str]]) -> list[None]:
         conn.cursor().executemany(

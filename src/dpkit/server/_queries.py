@@ -156,12 +156,15 @@ def clamped(table: Table, column: str, bounds: tuple[float, float]) -> ClampedSu
     Deterministic and noise-free, so the same aggregate serves every sum and mean on these
     bounds; each answer draws its own noise (:func:`dpkit.stats._aggregate.release_mean`).
     """
+    return table.memo.get(
+        _clamped_key(column, bounds), lambda: clamped_sum(table.columns[column], bounds)
+    )
+
+
+def _clamped_key(column: str, bounds: tuple[float, float]) -> tuple[str, str, tuple[str, ...]]:
     # Keyed by the bounds' exact bit patterns: -0.0 == 0.0, and sharing their entry would let
     # one analyst's answer show the sign another analyst chose.
-    exact = tuple(float(b).hex() for b in bounds)
-    return table.memo.get(
-        ("clamped_sum", column, exact), lambda: clamped_sum(table.columns[column], bounds)
-    )
+    return ("clamped_sum", column, tuple(float(b).hex() for b in bounds))
 
 
 def _summed(release: Callable[..., st.Release], name: str) -> Any:
@@ -178,7 +181,9 @@ def _summed(release: Callable[..., st.Release], name: str) -> Any:
             rel = release(agg, epsilon=eps, delta=dlt, accountant=meter, rng=rng)
             return _answer(rel, alpha)
 
-        return Prepared(name, eps, dlt, compute)
+        key = _clamped_key(col.name, bounds)
+        # Quick once the exact sum is remembered; the first one on new bounds reads the column.
+        return Prepared(name, eps, dlt, compute, quick=lambda t: t.memo.peek(key) is not None)
 
     return prepare
 
@@ -277,8 +282,9 @@ def stats_registry() -> QueryRegistry:
     """
     reg = QueryRegistry()
     reg.register("count", _rows_only(_count))
-    reg.register("sum", _rows_only(_summed(release_sum, "sum")))
-    reg.register("mean", _rows_only(_summed(release_mean, "mean")))
+    # Noise on the column's remembered exact sum: answered on the service's event loop.
+    reg.register("sum", _rows_only(_summed(release_sum, "sum")), inline=True)
+    reg.register("mean", _rows_only(_summed(release_mean, "mean")), inline=True)
     for name, fn in (("var", st.var), ("std", st.std)):
         reg.register(name, _rows_only(_univariate(fn, name)))
     reg.register("cov", _rows_only(_bivariate(st.cov, "cov")))

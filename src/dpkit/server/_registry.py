@@ -61,6 +61,9 @@ class Prepared:
     compute: Compute = field(repr=False, compare=False)
     free: bool = False
     """Post-processing of already private data: costs (0, 0) and never charges."""
+    quick: Callable[[Table], bool] | None = field(default=None, repr=False, compare=False)
+    """Whether ``compute`` on this table takes well under a millisecond (e.g. its aggregate
+    is remembered), so that an ``inline`` entry may run it on the service's event loop."""
 
 
 _MIN_EPSILON = 1e-12
@@ -145,14 +148,30 @@ class QueryRegistry:
 
     def __init__(self) -> None:
         self._entries: dict[str, Callable[[Mapping[str, Any], DatasetSchema], Prepared]] = {}
+        self._inline: set[str] = set()
 
     def register(
-        self, name: str, prepare: Callable[[Mapping[str, Any], DatasetSchema], Prepared]
+        self,
+        name: str,
+        prepare: Callable[[Mapping[str, Any], DatasetSchema], Prepared],
+        *,
+        inline: bool = False,
     ) -> None:
-        """Add the query type ``name``; ``prepare(params, schema)`` validates and prices it."""
+        """Add the query type ``name``; ``prepare(params, schema)`` validates and prices it.
+
+        ``inline=True`` declares that preparing and computing it take well under a millisecond
+        (e.g. noise on a remembered aggregate): the service then answers it on its event loop
+        instead of a worker thread (see :meth:`dpkit.server._service.Curator.query_async`).
+        """
         if not name.isidentifier() or name in self._entries:
             raise ValueError(f"query name {name!r} is invalid or already registered.")
         self._entries[name] = prepare
+        if inline:
+            self._inline.add(name)
+
+    def inline(self, name: object) -> bool:
+        """Whether ``name`` is a registered query type declared ``inline``."""
+        return isinstance(name, str) and name in self._inline
 
     def names(self) -> list[str]:
         """The registered query types, sorted."""
