@@ -8,6 +8,7 @@ approximation that could under-cover.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 from scipy.special import ndtri
@@ -41,6 +42,7 @@ def _laplace_log_tail(m: int, t: float) -> float:
     return math.log(2.0) - (m + 1) / t - math.log1p(math.exp(-1.0 / t))
 
 
+@lru_cache(maxsize=1024)  # a pure function of two floats; a service asks the same ones often
 def discrete_laplace_quantile(scale: float, alpha: float) -> int:
     """Smallest ``m ≥ 0`` with ``P(|Z| > m) ≤ alpha`` for Z discrete Laplace of this scale.
 

@@ -128,7 +128,8 @@ class PartsBox:
             z = float(special.ndtri(1.0 - alpha / 4.0))
             lo, hi = lo - z * float(self.sampling_sd), hi + z * float(self.sampling_sd)
         a, b = self.limits
-        return float(np.clip(lo, a, b)), float(np.clip(hi, a, b))
+        # min/max of floats: np.clip's result (a NaN stays NaN) without its per-call cost.
+        return float(min(max(lo, a), b)), float(min(max(hi, a), b))
 
     def _corners(self, ends: list[Any]) -> tuple[float, float]:
         """The smallest and largest finite value of the statistic at the box's corners."""
