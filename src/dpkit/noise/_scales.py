@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 from functools import lru_cache
+from typing import Any
 
 from dpkit._checks import exact_fraction
 from dpkit.errors import PrivacyParameterError
@@ -27,7 +28,8 @@ def rational_at_least(value: object, name: str, *, max_numerator: int) -> tuple[
     every answer does the rational arithmetic once. Refusals are not remembered.
     """
     try:
-        return _remembered(type(value), value, max_numerator)
+        kind: Any = type(value)  # types are hashable (typeshed's `object.__hash__` says otherwise)
+        return _remembered(kind, value, max_numerator)
     except TypeError:  # unhashable (e.g. an array): checked and refused below
         return _rounded(value, name, max_numerator)
     except PrivacyParameterError:  # refused: again, with this caller's name in the message
@@ -35,7 +37,7 @@ def rational_at_least(value: object, name: str, *, max_numerator: int) -> tuple[
 
 
 @lru_cache(maxsize=4096)
-def _remembered(kind: type, value: object, max_numerator: int) -> tuple[int, int]:
+def _remembered(kind: Any, value: Any, max_numerator: int) -> tuple[int, int]:
     return _rounded(value, "value", max_numerator)
 
 

@@ -99,7 +99,7 @@ class PartsBox:
             return self._bootstrap(value, alpha, include_sampling)
         noise_alpha = alpha / 2 if include_sampling else alpha
         share = noise_alpha / sum(1 for p in self.parts if p.kind != "none")
-        axes = []
+        axes: list[Any] = []
         for t, p in zip(self.noisy, self.parts, strict=True):
             h = p.half_width(share) if p.kind != "none" else p.half_width(1.0)
             if self.corners:
