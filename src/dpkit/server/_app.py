@@ -160,6 +160,7 @@ def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> A
         sys.setswitchinterval(0.001)
         yield
         state["audit"].close()
+        curator.ledger.stop_checkpoints()
 
     app = FastAPI(
         title="dpkit curator",

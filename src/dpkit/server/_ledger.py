@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dpkit.errors import BudgetExceededError, DataError, DPKitError
+from dpkit.server._checkpoint import Checkpointer
 from dpkit.server._group import GroupCommit
 from dpkit.server._ledger_audit import AuditQueries
 from dpkit.server._locks import ledger_file_lock
@@ -130,10 +131,14 @@ class Ledger(AuditQueries):
     2
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, background_checkpoints: bool = False) -> None:
         self.url = url
         self.postgres = url.startswith(("postgresql://", "postgres://"))
         self._local = threading.local()
+        # The service checkpoints the SQLite log in a thread of its own (:mod:`._checkpoint`).
+        self._checkpoints = background_checkpoints and not self.postgres
+        self._checkpointer: Checkpointer | None = None
+        self._checkpointer_lock = threading.Lock()
         # SQLite has one writer at a time; threads of this process queue on a lock instead of
         # polling the file lock (whose busy handler sleeps, which gives long latency tails).
         # Other processes are still excluded by BEGIN IMMEDIATE.
@@ -168,7 +173,20 @@ class Ledger(AuditQueries):
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute("PRAGMA busy_timeout=60000")
+        if self._checkpoints:
+            conn.execute("PRAGMA wal_autocheckpoint=0")
+            with self._checkpointer_lock:
+                if self._checkpointer is None:
+                    self._checkpointer = Checkpointer(path)
         return conn
+
+    def stop_checkpoints(self) -> None:
+        """Stop the background checkpoints after a last one (when the service stops); new
+        connections checkpoint on their commits again."""
+        with self._checkpointer_lock:
+            ck, self._checkpointer, self._checkpoints = self._checkpointer, None, False
+        if ck is not None:
+            ck.stop()
 
     def _conn(self) -> Any:
         conn = getattr(self._local, "conn", None)

@@ -100,7 +100,7 @@ class Curator:
     def __init__(self, config: ServerConfig, registry: QueryRegistry | None = None) -> None:
         self.config = config
         self.registry = registry or default_registry(max_synthetic_rows=config.max_synthetic_rows)
-        self.ledger = Ledger(config.ledger)
+        self.ledger = Ledger(config.ledger, background_checkpoints=True)
         self.tables: dict[str, Table] = {}
         self.dummies: dict[str, Table] = {}
         self.versions: dict[str, int] = {}
