@@ -95,6 +95,9 @@ def exact_fraction(value: object, name: str) -> Fraction:
     check_positive(value, name)
     if isinstance(value, numbers.Integral):
         return Fraction(int(value))
+    if isinstance(value, np.floating):  # its own exact value (a long double is not a double)
+        num, den = value.as_integer_ratio()
+        return Fraction(int(num), int(den))
     return Fraction(float(value))  # type: ignore[arg-type]
 
 

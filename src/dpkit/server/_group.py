@@ -57,6 +57,11 @@ class _Job:
     waiter: tuple[asyncio.AbstractEventLoop, asyncio.Future[None]] | None = None
 
 
+def _fail(jobs: list[_Job], exc: BaseException) -> None:
+    for job in jobs:  # nothing of theirs was committed
+        job.result, job.error = None, exc
+
+
 def _resolve(futures: list[asyncio.Future[None]]) -> None:
     for fut in futures:
         if not fut.done():  # (a cancelled request's future)
@@ -148,7 +153,7 @@ class GroupCommit:
             start = not self._leading
             self._leading = True
         if start:
-            self._writer().submit(self._lead, None)
+            self._start_writer()
         assert job.waiter is not None
         await job.waiter[1]
         if job.error is not None:
@@ -193,7 +198,7 @@ class GroupCommit:
             with self._lock, self._between:
                 with self._queue_lock:
                     batch, self._queue = self._queue, []
-                self._commit(batch)
+                self._commit(batch)  # (raises nothing: errors go to their writes)
         except BaseException as exc:
             if own is not None or batch:
                 raise
@@ -216,12 +221,32 @@ class GroupCommit:
                     writer = True  # only event loops wait: the writer thread leads
                 else:
                     self._leading = False
+            self._settle(batch, own)
             if following is not None:
                 assert following.wake is not None
                 following.wake.release()
             elif writer:
-                self._writer().submit(self._lead, None)
-            self._settle(batch, own)
+                self._start_writer()
+
+    def _start_writer(self) -> None:
+        """Have the writer thread lead the next batch; if it cannot be started (the interpreter
+        is shutting down), the event loops' queued writes fail and a waiting thread leads."""
+        try:
+            self._writer().submit(self._lead, None)
+        except Exception as exc:
+            with self._queue_lock:
+                stranded = [j for j in self._queue if j.waiter is not None]
+                self._queue = [j for j in self._queue if j.waiter is None]
+                following = self._queue[0] if self._queue else None
+                if following is not None:
+                    following.lead = True
+                else:
+                    self._leading = False
+            for job in stranded:
+                job.result, job.error, job.done = None, exc, True
+            self._settle(stranded, None)
+            if following is not None and following.wake is not None:
+                following.wake.release()
 
     @staticmethod
     def _settle(batch: list[_Job], own: _Job | None) -> None:
@@ -237,21 +262,21 @@ class GroupCommit:
                 loop.call_soon_threadsafe(_resolve, futures)
 
     def _commit(self, batch: list[_Job]) -> None:
+        """Commit ``batch``, or fail its writes with the error; raises nothing. An error (even a
+        ``BaseException`` such as ``SystemExit``) is raised in the thread or coroutine of the
+        write it belongs to, not in the leader's."""
         try:
-            try:
-                self._retried(batch)
-            except Exception:
-                if len(batch) == 1:
-                    raise
+            self._retried(batch)
+        except Exception as exc:
+            if len(batch) == 1:
+                _fail(batch, exc)
+            else:
                 # A write failed after it may have written: nothing of the batch was kept. Each
                 # write runs again alone, so that only the failing one fails.
                 for job in batch:
                     self._commit([job])
         except BaseException as exc:
-            for job in batch:  # nothing of this batch was committed
-                job.result, job.error = None, exc
-            if not isinstance(exc, Exception):
-                raise
+            _fail(batch, exc)
         finally:
             for job in batch:
                 job.done = True

@@ -78,6 +78,14 @@ def result_json(charge: Charge) -> dict[str, Any]:
     return out
 
 
+class _Failed(Exception):
+    """A charged query's computation failed (its cause chained); ``refund``: no noise drawn."""
+
+    def __init__(self, *, refund: bool) -> None:
+        super().__init__("the computation failed")
+        self.refund = refund
+
+
 @dataclass(frozen=True)
 class _Plan:
     """A validated, priced query, ready to be charged (``charge_args``: of Ledger.reserve)."""
@@ -317,17 +325,25 @@ class Curator:
         """
         for _ in range(_STALE_RETRIES):
             try:
-                planned = self._plan(who, body, idem_header)
+                try:
+                    planned = self._plan(who, body, idem_header, refresh=False)
+                except DataError:  # refused: ask again off the loop, where the dataset may be
+                    # reloaded if another process replaced it (reading files, taking locks)
+                    planned = await asyncio.to_thread(self._plan, who, body, idem_header)
                 if isinstance(planned, dict):
                     return planned
                 charge = await self.ledger.reserve_async(*planned.charge_args)
                 if charge.replayed:
                     return self._replay(charge)
                 quick = planned.prepared.quick
-                if quick is not None and quick(planned.table):
-                    result = self._answer(planned, charge)
-                else:  # e.g. the first sum on new bounds reads the whole column
-                    result = await asyncio.to_thread(self._answer, planned, charge)
+                try:
+                    if quick is not None and quick(planned.table):
+                        result = self._computed(planned)
+                    else:  # e.g. the first sum on new bounds reads the whole column
+                        result = await asyncio.to_thread(self._computed, planned)
+                except _Failed as failed:  # the ledger's write for it is made off the loop
+                    error = await asyncio.to_thread(self._failure, charge, failed)
+                    raise error from failed.__cause__
                 await self.ledger.release_async(charge.id, result)
                 return _released(charge, result)
             except StaleDatasetError:
@@ -357,9 +373,12 @@ class Curator:
         self.ledger.release(charge.id, result)
         return _released(charge, result)
 
-    def _plan(self, who: Principal, body: Any, idem_header: str | None) -> dict[str, Any] | _Plan:
+    def _plan(
+        self, who: Principal, body: Any, idem_header: str | None, *, refresh: bool = True
+    ) -> dict[str, Any] | _Plan:
         """Validate and price a request: a plan to charge, or the answer of a free dry run or
-        dummy query (nothing is charged for those)."""
+        dummy query (nothing is charged for those). ``refresh=False``: a refusal is raised as
+        it is, without first checking whether another process replaced the dataset."""
         if who.role != "analyst":
             raise ForbiddenError("queries are sent with an analyst's key, not the admin's.")
         if not isinstance(body, dict):
@@ -380,6 +399,8 @@ class Curator:
         try:
             prepared = self.registry.prepare(name, params, schema, dummy_tab)
         except DataError:
+            if not refresh:
+                raise
             # Refused on a schema that another process may have replaced since: ask again on
             # the ledger's current version if there is a newer one.
             self.refresh()
@@ -401,19 +422,29 @@ class Curator:
     def _answer(self, planned: _Plan, charge: Charge) -> dict[str, Any]:
         """Compute a charged query; if it fails, mark the charge failed (refunded if no noise
         was drawn) and raise :class:`QueryFailedError`."""
+        try:
+            return self._computed(planned)
+        except _Failed as failed:
+            raise self._failure(charge, failed) from failed.__cause__
+
+    def _computed(self, planned: _Plan) -> dict[str, Any]:
+        """The answer of a charged query, or :class:`_Failed` (no ledger write here)."""
         prepared = planned.prepared
         meter = Meter(prepared.epsilon, prepared.delta)
         try:
             answer = prepared.compute(planned.table, self._rng(), meter)
         except Exception as exc:
-            refund = not meter.charged
-            self.ledger.fail(charge.id, refund=refund)
-            raise QueryFailedError(
-                f"the query failed after it was charged (charge {charge.id}); "
-                + ("no noise was drawn, so it was refunded." if refund else "it stays charged.")
-            ) from exc
+            raise _Failed(refund=not meter.charged) from exc
         return {"value": answer.value, "ci": answer.ci, "alpha": planned.alpha,
                 "labels": None if answer.labels is None else list(answer.labels)}  # fmt: skip
+
+    def _failure(self, charge: Charge, failed: _Failed) -> QueryFailedError:
+        """Record a computation that failed after its charge; the error to raise."""
+        self.ledger.fail(charge.id, refund=failed.refund)
+        how = "no noise was drawn, so it was refunded." if failed.refund else "it stays charged."
+        return QueryFailedError(
+            f"the query failed after it was charged (charge {charge.id}); {how}"
+        )
 
     def _replay(self, charge: Charge) -> dict[str, Any]:
         if charge.status == "released":
