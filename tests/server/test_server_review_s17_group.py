@@ -57,7 +57,7 @@ def test_a_thread_batch_is_settled_even_if_the_writer_cannot_be_started(tmp_path
     def thread_write(v: int) -> None:
         try:
             results[v] = group.run_many(insert, v)
-        except BaseException as exc:  # noqa: BLE001 - recorded for the assertions
+        except BaseException as exc:  # recorded for the assertions
             results[v] = exc
 
     lock.acquire()
@@ -144,7 +144,7 @@ def test_a_write_committed_alone_in_a_split_batch_is_not_reported_failed(tmp_pat
     def write(v: Any) -> None:
         try:
             results[v] = group.run_many(insert, v)
-        except BaseException as exc:  # noqa: BLE001 - recorded for the assertions
+        except BaseException as exc:  # recorded for the assertions
             results[v] = exc
 
     lock.acquire()

@@ -24,8 +24,8 @@ def _curator(tmp_path: Path) -> tuple[Curator, Principal]:
                        import_dir=tmp_path / "imp")  # fmt: skip
     cur = Curator(cfg)
     cur.start()
-    cur.register_dataset({"name": "t", "source": "t.csv", "total_epsilon": 100.0,
-                          "columns": [{"name": "x", "type": "float", "bounds": [0, 10]}]})  # fmt: skip
+    cols = [{"name": "x", "type": "float", "bounds": [0, 10]}]
+    cur.register_dataset({"name": "t", "source": "t.csv", "total_epsilon": 100.0, "columns": cols})
     a = cur.add_analyst("ana")
     cur.ledger.set_budget(a["id"], "t", 50.0, 0.0)
     return cur, Principal(a["id"], "ana", "analyst")
@@ -82,7 +82,6 @@ def test_an_invalid_inline_query_is_not_held_up_by_a_registration(tmp_path: Path
     held.wait(10)
 
     async def main() -> float:
-        loop = asyncio.get_running_loop()
         ticks = 0
 
         async def ticker() -> None:

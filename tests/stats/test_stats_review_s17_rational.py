@@ -63,7 +63,7 @@ def test_the_memo_returns_what_the_uncached_rounding_returns(
     def run(f: object) -> object:
         try:
             return ("ok", f())  # type: ignore[operator]
-        except Exception as exc:  # noqa: BLE001 - compared below
+        except Exception as exc:  # compared below
             return (type(exc).__name__, str(exc))
 
     want = run(lambda: _rounded(value, "noise scale", max_numerator))
