@@ -121,16 +121,17 @@ def check_keys(params: Mapping[str, Any], allowed: set[str]) -> None:
         )
 
 
-def _price_key(name: str, params: Mapping[str, Any]) -> tuple[str, str, str] | None:
-    """The canonical form of a request, under which its probe's outcome is remembered.
+def _price_key(name: str, entry: Any, params: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """The canonical form of a request, under which its validated, priced query is remembered.
 
-    The probe is a deterministic function of the entry, the request and the dummy table (a
-    function of the public schema), so an identical request priced before needs no second probe;
-    the real computation is still metered at the price (the meter refuses any other event), so
-    a remembered price can never let a query spend more than it was charged.
+    An entry's validation and its probe are deterministic functions of the entry, the request
+    and the dummy table (a function of the public schema), so an identical request needs neither
+    again: the same (immutable) prepared query serves it. The real computation is still metered
+    at the price (the meter refuses any other event), so a remembered query can never spend
+    more than it was charged.
     """
     try:
-        return ("price", name, json.dumps(params, sort_keys=True, allow_nan=False))
+        return ("prepared", name, entry, json.dumps(params, sort_keys=True, allow_nan=False))
     except (TypeError, ValueError):  # not plain JSON (a caller in Python): probe every time
         return None
 
@@ -186,6 +187,9 @@ class QueryRegistry:
         """
         if not isinstance(name, str) or name not in self._entries:
             raise DataError(f"unknown query type; available: {', '.join(self.names())}.")
+        key = _price_key(name, self._entries[name], params)
+        if key is not None and isinstance(known := dummy.memo.peek(key), Prepared):
+            return known  # this very request was validated and priced on this dummy table
         prepared = self._entries[name](params, schema)
         eps, dlt = prepared.epsilon, prepared.delta
         if prepared.free:
@@ -199,17 +203,14 @@ class QueryRegistry:
                 "epsilon must be at least 1e-12 (the ledger's unit); smaller values give answers "
                 "that are pure noise."
             )
-        key = _price_key(name, params)
-        if key is not None and dummy.memo.peek(key) == (eps, dlt):
-            return prepared  # this very request was probed on this dummy table before
         probe = Meter(eps, dlt, probe=True)
         try:
             # rng=None: the probe stops at the charge, before any generator is made; a seed here
             # would make every priced query a "charged release with insecure noise".
             prepared.compute(dummy, None, probe)
         except _Priced:
-            if key is not None:
-                dummy.memo.get(key, lambda: (eps, dlt))
+            if key is not None:  # an entry's validation and price depend on the request alone
+                dummy.memo.get(key, lambda: prepared)
             return prepared
         except BudgetExceededError as exc:
             raise PrivacyParameterError(

@@ -82,7 +82,8 @@ def clamped_sum(x: object, bounds: tuple[float, float]) -> ClampedSum:
 def _grid(agg: ClampedSum) -> tuple[int, int]:
     k = agg.exponent
     lo, hi = agg.bounds
-    return int(np.rint(math.ldexp(lo, k))), int(np.rint(math.ldexp(hi, k)))
+    # round() of a float rounds half to even, like np.rint, and returns the int directly
+    return round(math.ldexp(lo, k)), round(math.ldexp(hi, k))
 
 
 def release_sum(
