@@ -1,0 +1,248 @@
+"""Charges: the ledger's rows of them, and how a batch of requests is charged in a few statements.
+
+Mixed into :class:`dpkit.server._ledger.Ledger`, whose group commit (:mod:`._group`) hands each
+batch of queued charges (or answers) to :meth:`ChargeBatches._reserve_many` (or
+``_release_many``) in one transaction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import secrets
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dpkit.errors import BudgetExceededError, DataError, DPKitError
+from dpkit.server._sql import cost_units, from_units
+
+__all__ = [
+    "CHARGE_COLUMNS",
+    "Ask",
+    "Charge",
+    "ChargeBatches",
+    "NoBudgetError",
+    "StaleDatasetError",
+    "ask",
+    "charge_from_row",
+]
+
+
+class NoBudgetError(DataError):
+    """The analyst has no budget on this dataset (or the dataset does not exist)."""
+
+
+class StaleDatasetError(DPKitError):
+    """The dataset's version in the ledger is not the one the caller loaded (it was replaced)."""
+
+
+@dataclass(frozen=True)
+class Charge:
+    """One row of the ledger (amounts as floats)."""
+
+    id: str
+    analyst: str
+    dataset: str
+    request: dict[str, Any]
+    epsilon: float
+    delta: float
+    status: str
+    result: dict[str, Any] | None
+    created: float
+    replayed: bool = False
+
+
+@dataclass(frozen=True)
+class Ask:
+    """A charge asked for (amounts in ledger units, request as canonical JSON)."""
+
+    analyst: str
+    dataset: str
+    body: str
+    eu: int
+    du: int
+    idem_key: str | None
+    version: int | None
+
+
+def ask(
+    analyst: str,
+    dataset: str,
+    request: dict[str, Any],
+    epsilon: float,
+    delta: float,
+    idem_key: str | None,
+    version: int | None,
+) -> Ask:
+    body = json.dumps(request, sort_keys=True)
+    return Ask(analyst, dataset, body, cost_units(epsilon), cost_units(delta), idem_key, version)
+
+
+def _chunks(rows: list[Any], size: int) -> Iterator[list[Any]]:
+    for i in range(0, len(rows), size):
+        yield rows[i : i + size]
+
+
+CHARGE_COLUMNS = "id, analyst, dataset, request_json, epsilon, delta, status, result_json, created"
+
+
+def charge_from_row(row: Sequence[Any], replayed: bool = False) -> Charge:
+    return Charge(
+        row[0],
+        row[1],
+        row[2],
+        json.loads(row[3]),
+        from_units(row[4]),
+        from_units(row[5]),
+        row[6],
+        None if row[7] is None else json.loads(row[7]),
+        row[8],
+        replayed,
+    )
+
+
+class ChargeBatches:
+    """Charging a batch of requests and storing a batch of answers (see the module)."""
+
+    postgres: bool
+
+    def _sql(self, sql: str) -> str:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _reserve_many(self, conn: Any, asks: list[Ask]) -> list[Charge | DPKitError]:
+        """Charge a batch of requests in order: each is refused or charged as if alone, after
+        the ones before it. Nothing is written for a refused one (its error is returned)."""
+        q = self._sql
+        lock = " FOR UPDATE" if self.postgres else ""
+        # Lock order in every transaction: dataset rows by name, then budget rows (no deadlock).
+        ds: dict[str, list[int] | None] = {}
+        for name in sorted({a.dataset for a in asks}):
+            row = conn.execute(
+                q("SELECT total_epsilon, total_delta, spent_epsilon, spent_delta, version FROM "
+                  "datasets WHERE name = ?" + lock), (name,),
+            ).fetchone()  # fmt: skip
+            ds[name] = None if row is None else list(row)
+        bud: dict[tuple[str, str], list[int] | None] = {}
+        for key in sorted({(a.analyst, a.dataset) for a in asks}):
+            row = conn.execute(
+                q("SELECT epsilon, delta, spent_epsilon, spent_delta FROM budgets WHERE "
+                  "analyst = ? AND dataset = ?" + lock), key,
+            ).fetchone()  # fmt: skip
+            bud[key] = None if row is None else list(row)
+        now = time.time()
+        out: list[Charge | DPKitError] = []
+        new: dict[tuple[str, str], tuple[str, Charge]] = {}  # idempotency keys of this batch
+        rows: list[tuple[Any, ...]] = []
+        for a in asks:
+            try:
+                out.append(self._decide(conn, a, ds, bud, new, rows, now))
+            except DPKitError as exc:
+                out.append(exc)
+        if not rows:
+            return out
+        for chunk in _chunks(rows, 100):
+            conn.execute(
+                q("INSERT INTO charges (id, analyst, dataset, idem_key, request_json, epsilon, "
+                  "delta, status, created) VALUES "
+                  + ", ".join(["(?, ?, ?, ?, ?, ?, ?, 'reserved', ?)"] * len(chunk))),
+                [v for r in chunk for v in r[:8]],
+            )  # fmt: skip
+        spent_ds: dict[str, list[int]] = {}
+        spent_b: dict[tuple[str, str], list[int]] = {}
+        for r in rows:
+            for total in (spent_ds.setdefault(r[2], [0, 0]), spent_b.setdefault(r[1:3], [0, 0])):
+                total[0] += r[5]
+                total[1] += r[6]
+        for name, (e, d) in sorted(spent_ds.items()):
+            conn.execute(
+                q("UPDATE datasets SET spent_epsilon = spent_epsilon + ?, spent_delta = "
+                  "spent_delta + ? WHERE name = ?"), (e, d, name),
+            )  # fmt: skip
+        for (who, name), (e, d) in sorted(spent_b.items()):
+            conn.execute(
+                q("UPDATE budgets SET spent_epsilon = spent_epsilon + ?, spent_delta = "
+                  "spent_delta + ? WHERE analyst = ? AND dataset = ?"), (e, d, who, name),
+            )  # fmt: skip
+        audit = [(r[7], r[1], r[2], r[8], r[5], r[6], f"reserved {r[0]}") for r in rows]
+        for chunk in _chunks(audit, 100):
+            conn.execute(
+                q("INSERT INTO audit (ts, principal, kind, dataset, query, epsilon, delta, "
+                  "outcome) VALUES " + ", ".join(["(?, ?, 'charge', ?, ?, ?, ?, ?)"] * len(chunk))),
+                [v for r in chunk for v in r],
+            )  # fmt: skip
+        return out
+
+    def _decide(
+        self,
+        conn: Any,
+        a: Ask,
+        ds: dict[str, list[int] | None],
+        bud: dict[tuple[str, str], list[int] | None],
+        new: dict[tuple[str, str], tuple[str, Charge]],
+        rows: list[tuple[Any, ...]],
+        now: float,
+    ) -> Charge:
+        """One request of a batch: its replayed charge, its new charge (appended to ``rows``,
+        and the running totals updated), or a refusal (raised; nothing changed)."""
+        if a.idem_key is not None:
+            seen = new.get((a.analyst, a.idem_key))
+            if seen is not None:  # the same key earlier in this batch
+                if seen[0] != a.body:
+                    raise DataError(
+                        "this idempotency key was used for a different request; use a new key."
+                    )
+                return dataclasses.replace(seen[1], replayed=True)
+            row = conn.execute(
+                self._sql(
+                    f"SELECT {CHARGE_COLUMNS} FROM charges WHERE analyst = ? AND idem_key = ?"
+                ),
+                (a.analyst, a.idem_key),
+            ).fetchone()
+            if row is not None:
+                if json.dumps(json.loads(row[3]), sort_keys=True) != a.body:
+                    raise DataError(
+                        "this idempotency key was used for a different request; use a new key."
+                    )
+                return charge_from_row(row, replayed=True)
+        d, b = ds[a.dataset], bud[(a.analyst, a.dataset)]
+        eu, du = a.eu, a.du
+        if d is not None and a.version is not None and d[4] != a.version:
+            raise StaleDatasetError("the dataset was replaced; reload it and ask again.")
+        if d is None or b is None:
+            raise NoBudgetError("you have no budget on a dataset of that name.")
+        if b[2] + eu > b[0] or b[3] + du > b[1]:
+            raise BudgetExceededError(
+                f"the query costs epsilon={from_units(eu):.6g}, delta={from_units(du):.3g} but "
+                f"your budget on this dataset has epsilon={from_units(b[0] - b[2]):.6g}, "
+                f"delta={from_units(b[1] - b[3]):.3g} left. Nothing was charged or released.",
+                requested=(from_units(eu), from_units(du)),
+                remaining=(from_units(b[0] - b[2]), from_units(b[1] - b[3])),
+            )
+        if d[2] + eu > d[0] or d[3] + du > d[1]:
+            raise BudgetExceededError(
+                "the dataset's total budget (shared by all analysts) would be exceeded by this "
+                "query. Nothing was charged or released.",
+                requested=(from_units(eu), from_units(du)),
+            )
+        b[2], b[3], d[2], d[3] = b[2] + eu, b[3] + du, d[2] + eu, d[3] + du
+        cid = secrets.token_hex(12)
+        request = json.loads(a.body)
+        rows.append((cid, a.analyst, a.dataset, a.idem_key, a.body, eu, du, now,
+                     request.get("query")))  # fmt: skip
+        charge = Charge(cid, a.analyst, a.dataset, request, from_units(eu), from_units(du),
+                        "reserved", None, now)  # fmt: skip
+        if a.idem_key is not None:
+            new[(a.analyst, a.idem_key)] = (a.body, charge)
+        return charge
+
+    def _release_many(self, conn: Any, items: list[tuple[str, float, str]]) -> list[None]:
+        conn.cursor().executemany(
+            self._sql(
+                "UPDATE charges SET status = 'released', result_json = ?, finished = ? "
+                "WHERE id = ? AND status = 'reserved'"
+            ),
+            items,
+        )
+        return [None] * len(items)
