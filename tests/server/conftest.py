@@ -8,11 +8,13 @@ import os
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ import numpy as np
 import pytest
 
 from dpkit.server import new_key
+from dpkit.server._group import GroupCommit
 
 ROWS = 2000
 
@@ -257,3 +260,27 @@ def pg_db(postgres: str) -> str:
 def survey_spec() -> dict[str, Any]:
     """The registration of the survey dataset the test services load."""
     return SURVEY
+
+
+@pytest.fixture
+def sqlite_group(tmp_path: Path) -> Callable[..., tuple[GroupCommit, threading.Lock, Path]]:
+    """Make a GroupCommit over a new SQLite file with a table ``t (v INTEGER)`` and one
+    connection per thread; keyword arguments go to GroupCommit. Returns (group, lock, path)."""
+
+    def make(**kw: Any) -> tuple[GroupCommit, threading.Lock, Path]:
+        path = tmp_path / "g.db"
+        setup = sqlite3.connect(path, isolation_level=None)
+        setup.execute("CREATE TABLE t (v INTEGER)")
+        setup.close()
+        local = threading.local()
+
+        def conn() -> sqlite3.Connection:
+            if getattr(local, "c", None) is None:
+                local.c = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            c: sqlite3.Connection = local.c
+            return c
+
+        lock = threading.Lock()
+        return GroupCommit(lock, conn, **kw), lock, path
+
+    return make

@@ -7,30 +7,13 @@ import asyncio
 import contextlib
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from dpkit.errors import DataError
-from dpkit.server._group import GroupCommit
-
-
-def _setup(tmp_path: Path, between: Any = None) -> tuple[GroupCommit, threading.Lock, Path]:
-    path = tmp_path / "g.db"
-    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as c:
-        c.execute("CREATE TABLE t (v INTEGER)")
-    local = threading.local()
-
-    def conn() -> sqlite3.Connection:
-        if getattr(local, "c", None) is None:
-            local.c = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        c: sqlite3.Connection = local.c
-        return c
-
-    lock = threading.Lock()
-    return GroupCommit(lock, conn, between_processes=between), lock, path
 
 
 def _insert(conn: Any, items: list[int]) -> list[Any]:
@@ -44,8 +27,8 @@ def _stored(path: Path) -> list[int]:
         return sorted(r[0] for r in c.execute("SELECT v FROM t"))
 
 
-def test_loop_and_thread_writes_share_one_batch(tmp_path: Path) -> None:
-    group, lock, path = _setup(tmp_path)
+def test_loop_and_thread_writes_share_one_batch(sqlite_group: Callable[..., Any]) -> None:
+    group, lock, path = sqlite_group()
     results: dict[int, Any] = {}
 
     def thread_write(v: int) -> None:
@@ -78,8 +61,8 @@ def test_loop_and_thread_writes_share_one_batch(tmp_path: Path) -> None:
     assert _stored(path) == [1, 3, 10, 11, 13]
 
 
-def test_the_writer_thread_leads_when_only_the_loop_waits(tmp_path: Path) -> None:
-    group, _, path = _setup(tmp_path)
+def test_the_writer_thread_leads_when_only_the_loop_waits(sqlite_group: Callable[..., Any]) -> None:
+    group, _, path = sqlite_group()
 
     async def main() -> list[Any]:
         first = [await group.run_many_async(_insert, v) for v in range(5)]  # one at a time
@@ -91,7 +74,9 @@ def test_the_writer_thread_leads_when_only_the_loop_waits(tmp_path: Path) -> Non
     assert not group._leading and group._queue == []
 
 
-def test_a_writer_that_cannot_take_its_locks_fails_the_waiting_writes(tmp_path: Path) -> None:
+def test_a_writer_that_cannot_take_its_locks_fails_the_waiting_writes(
+    sqlite_group: Callable[..., Any],
+) -> None:
     broken = {"on": True}
 
     @contextlib.contextmanager
@@ -108,7 +93,7 @@ def test_a_writer_that_cannot_take_its_locks_fails_the_waiting_writes(tmp_path: 
         def __exit__(self, *exc: Any) -> None:
             self._cm.__exit__(*exc)
 
-    group, _, path = _setup(tmp_path, Between())
+    group, _, path = sqlite_group(between_processes=Between())
 
     async def write(v: int) -> Any:
         return await asyncio.wait_for(group.run_many_async(_insert, v), timeout=30)
@@ -120,10 +105,12 @@ def test_a_writer_that_cannot_take_its_locks_fails_the_waiting_writes(tmp_path: 
     assert _stored(path) == [2]
 
 
-def test_a_cancelled_request_still_has_its_write_committed(tmp_path: Path) -> None:
+def test_a_cancelled_request_still_has_its_write_committed(
+    sqlite_group: Callable[..., Any],
+) -> None:
     # A client that goes away after its charge was queued: the charge is kept (it may already
     # be on disk), as after a crash; nothing is left waiting.
-    group, lock, path = _setup(tmp_path)
+    group, lock, path = sqlite_group()
 
     async def main() -> None:
         lock.acquire()

@@ -5,30 +5,18 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections import Counter
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from dpkit.errors import DataError, DPKitError
-from dpkit.server._group import GroupCommit
 
 
-def _batch(tmp_path: Path, fail: dict[int, str]) -> tuple[list[int], dict[int, str], Counter[int]]:
+def _batch(
+    sqlite_group: Callable[..., Any], fail: dict[int, str]
+) -> tuple[list[int], dict[int, str], Counter[int]]:
     """Run nine writes as one batch; ``fail[v]`` is "refuse" (before writing) or "break" (after
     its insert). Returns the stored values, each write's error and how often each work ran."""
-    path = tmp_path / "g.db"
-    setup = sqlite3.connect(path, isolation_level=None)
-    setup.execute("CREATE TABLE t (v INTEGER)")
-    setup.close()
-    local = threading.local()
-
-    def conn() -> sqlite3.Connection:
-        if getattr(local, "c", None) is None:
-            local.c = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        c: sqlite3.Connection = local.c
-        return c
-
-    lock = threading.Lock()
-    group = GroupCommit(lock, conn, refusal=lambda e: isinstance(e, DPKitError))
+    group, lock, path = sqlite_group(refusal=lambda e: isinstance(e, DPKitError))
     errors: dict[int, str] = {}
     runs: Counter[int] = Counter()
 
@@ -62,15 +50,17 @@ def _batch(tmp_path: Path, fail: dict[int, str]) -> tuple[list[int], dict[int, s
     return stored, errors, runs
 
 
-def test_refusals_fail_alone_in_one_transaction(tmp_path: Path) -> None:
-    stored, errors, runs = _batch(tmp_path, {3: "refuse", 7: "refuse"})
+def test_refusals_fail_alone_in_one_transaction(sqlite_group: Callable[..., Any]) -> None:
+    stored, errors, runs = _batch(sqlite_group, {3: "refuse", 7: "refuse"})
     assert stored == [1, 2, 4, 5, 6, 8, 9]
     assert errors == {3: "refused 3", 7: "refused 7"}
     assert set(runs.values()) == {1}  # one pass: the batch was not split
 
 
-def test_a_failure_after_writing_rolls_back_and_splits_the_batch(tmp_path: Path) -> None:
-    stored, errors, runs = _batch(tmp_path, {2: "refuse", 5: "break"})
+def test_a_failure_after_writing_rolls_back_and_splits_the_batch(
+    sqlite_group: Callable[..., Any],
+) -> None:
+    stored, errors, runs = _batch(sqlite_group, {2: "refuse", 5: "break"})
     assert stored == [1, 3, 4, 6, 7, 8, 9]  # 5's insert was rolled back, nobody else's lost
     assert errors == {2: "refused 2", 5: "broke 5"}
     # The batch ran until 5 broke (writes queued after it had not run yet), then every write

@@ -235,28 +235,15 @@ def test_dashboard_pages_are_not_cached_framed_or_scripted(server: Any) -> None:
         assert "default-src 'none'" in csp and "frame-ancestors 'none'" in csp
 
 
-def test_a_charge_failing_after_its_writes_is_rolled_back_alone_in_a_batch(tmp_path: Path) -> None:
+def test_a_charge_failing_after_its_writes_is_rolled_back_alone_in_a_batch(
+    sqlite_group: Any,
+) -> None:
     # Group commit: jobs that arrive together share one transaction, each in a savepoint. A job
     # that fails after writing must leave nothing, and the others of its batch must commit.
     import sqlite3
     import threading
 
-    from dpkit.server._group import GroupCommit
-
-    path = tmp_path / "g.db"
-    setup = sqlite3.connect(path, isolation_level=None)
-    setup.execute("CREATE TABLE t (v INTEGER)")
-    setup.close()
-    local = threading.local()
-
-    def conn() -> sqlite3.Connection:
-        if getattr(local, "c", None) is None:
-            local.c = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        c: sqlite3.Connection = local.c
-        return c
-
-    lock = threading.Lock()
-    group = GroupCommit(lock, conn)
+    group, lock, path = sqlite_group()
     errors: list[str] = []
 
     def job(v: int) -> None:

@@ -9,26 +9,10 @@ import contextlib
 import os
 import sqlite3
 import threading
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from dpkit.server._group import GroupCommit
-
-
-def _setup(tmp_path: Path) -> tuple[GroupCommit, threading.Lock]:
-    path = tmp_path / "g.db"
-    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as c:
-        c.execute("CREATE TABLE t (v INTEGER)")
-    local = threading.local()
-
-    def conn() -> sqlite3.Connection:
-        if getattr(local, "c", None) is None:
-            local.c = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        c: sqlite3.Connection = local.c
-        return c
-
-    lock = threading.Lock()
-    return GroupCommit(lock, conn), lock
 
 
 def _break_writer(group: GroupCommit) -> None:
@@ -37,12 +21,14 @@ def _break_writer(group: GroupCommit) -> None:
     group._writer_pool, group._writer_pid = pool, os.getpid()
 
 
-def test_a_thread_batch_is_settled_even_if_the_writer_cannot_be_started(tmp_path: Path) -> None:
+def test_a_thread_batch_is_settled_even_if_the_writer_cannot_be_started(
+    sqlite_group: Callable[..., Any],
+) -> None:
     # GroupCommit._lead's finally submits the writer thread (only event loops wait) *before*
     # _settle wakes the threads of the batch just committed: if submit raises, those threads
     # are never woken (they hang on their wake locks) and _leading stays True, so every later
     # write of the process hangs too.
-    group, lock = _setup(tmp_path)
+    group, lock, _ = sqlite_group()
     in_batch, loop_queued = threading.Event(), threading.Event()
 
     def insert(conn: Any, items: list[int]) -> list[Any]:
@@ -92,12 +78,12 @@ def test_a_thread_batch_is_settled_even_if_the_writer_cannot_be_started(tmp_path
 
 
 def test_a_loop_write_that_cannot_start_the_writer_does_not_wedge_the_group(
-    tmp_path: Path,
+    sqlite_group: Callable[..., Any],
 ) -> None:
     # run_many_async sets _leading = True and queues its job before submitting the writer; if
     # submit raises, the job stays queued with no leader and _leading is never reset: every
     # later write (threads included) waits forever.
-    group, _ = _setup(tmp_path)
+    group, _, _ = sqlite_group()
     _break_writer(group)
 
     async def write() -> Any:
@@ -122,14 +108,15 @@ class _Stop(BaseException):
     """Stands for SystemExit / KeyboardInterrupt raised while a write runs."""
 
 
-def test_a_write_committed_alone_in_a_split_batch_is_not_reported_failed(tmp_path: Path) -> None:
+def test_a_write_committed_alone_in_a_split_batch_is_not_reported_failed(
+    sqlite_group: Callable[..., Any],
+) -> None:
     # GroupCommit._commit: when a batch fails (an ordinary exception) each write runs again in a
     # transaction of its own. If a later write then raises a BaseException, the outer handler
     # sets that error on *every* job of the batch ("nothing of this batch was committed"),
     # although the earlier writes were committed alone: their callers see an error for a write
     # that is in the database (for a charge: charged, but reported as failed).
-    group, lock = _setup(tmp_path)
-    path = tmp_path / "g.db"
+    group, lock, path = sqlite_group()
 
     def insert(conn: Any, items: list[Any]) -> list[Any]:
         if len(items) > 1 and "bad" in items:
