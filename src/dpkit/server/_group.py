@@ -57,9 +57,10 @@ class _Job:
     waiter: tuple[asyncio.AbstractEventLoop, asyncio.Future[None]] | None = None
 
 
-def _fail(jobs: list[_Job], exc: BaseException) -> None:
+def _fail(jobs: list[_Job], exc: BaseException, *, done: bool = False) -> None:
     for job in jobs:  # nothing of theirs was committed
         job.result, job.error = None, exc
+        job.done = job.done or done
 
 
 def _resolve(futures: list[asyncio.Future[None]]) -> None:
@@ -205,8 +206,7 @@ class GroupCommit:
             # The writer thread could not take the locks: the writes waiting on it fail.
             with self._queue_lock:
                 batch, self._queue = self._queue, []
-            for job in batch:
-                job.result, job.error, job.done = None, exc, True
+            _fail(batch, exc, done=True)
             if not isinstance(exc, Exception):
                 raise
         finally:
@@ -242,8 +242,7 @@ class GroupCommit:
                     following.lead = True
                 else:
                     self._leading = False
-            for job in stranded:
-                job.result, job.error, job.done = None, exc, True
+            _fail(stranded, exc, done=True)
             self._settle(stranded, None)
             if following is not None and following.wake is not None:
                 following.wake.release()

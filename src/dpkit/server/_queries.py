@@ -150,15 +150,20 @@ def _univariate(fn: Callable[..., st.Release], name: str) -> Any:
     return prepare
 
 
-def clamped(table: Table, column: str, bounds: tuple[float, float]) -> ClampedSum:
+def clamped(
+    table: Table,
+    column: str,
+    bounds: tuple[float, float],
+    key: tuple[str, str, tuple[str, ...]] | None = None,
+) -> ClampedSum:
     """The exact clamped sum of a column, computed once per table and bounds (:mod:`._memo`).
 
     Deterministic and noise-free, so the same aggregate serves every sum and mean on these
     bounds; each answer draws its own noise (:func:`dpkit.stats._aggregate.release_mean`).
     """
-    return table.memo.get(
-        _clamped_key(column, bounds), lambda: clamped_sum(table.columns[column], bounds)
-    )
+    # ``key``: the memo key already made by _clamped_key (once per prepared query, not per answer)
+    key = key or _clamped_key(column, bounds)
+    return table.memo.get(key, lambda: clamped_sum(table.columns[column], bounds))
 
 
 def _clamped_key(column: str, bounds: tuple[float, float]) -> tuple[str, str, tuple[str, ...]]:
@@ -176,12 +181,13 @@ def _summed(release: Callable[..., st.Release], name: str) -> Any:
         col = _numeric(schema, params.get("column"))
         bounds = _bounds(params, col)
 
+        key = _clamped_key(col.name, bounds)
+
         def compute(t: Table, rng: Any, meter: Meter) -> Answer:
-            agg = clamped(t, col.name, bounds)
+            agg = clamped(t, col.name, bounds, key)
             rel = release(agg, epsilon=eps, delta=dlt, accountant=meter, rng=rng)
             return _answer(rel, alpha)
 
-        key = _clamped_key(col.name, bounds)
         # Quick once the exact sum is remembered; the first one on new bounds reads the column.
         return Prepared(name, eps, dlt, compute, quick=lambda t: t.memo.peek(key) is not None)
 

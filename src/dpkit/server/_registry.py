@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -205,22 +206,17 @@ class QueryRegistry:
             )
         probe = Meter(eps, dlt, probe=True)
         try:
-            # rng=None: the probe stops at the charge, before any generator is made; a seed here
-            # would make every priced query a "charged release with insecure noise".
-            prepared.compute(dummy, None, probe)
+            with _run_on_dummy(
+                "the statistic's privacy event does not fit the price it was given; this is a "
+                "defect of the query type, not of the request."
+            ):
+                # rng=None: the probe stops at the charge, before any generator is made; a seed
+                # here would make every priced query a "charged release with insecure noise".
+                prepared.compute(dummy, None, probe)
         except _Priced:
             if key is not None:  # an entry's validation and price depend on the request alone
                 dummy.memo.get(key, lambda: prepared)
             return prepared
-        except BudgetExceededError as exc:
-            raise PrivacyParameterError(
-                "the statistic's privacy event does not fit the price it was given; this is a "
-                "defect of the query type, not of the request."
-            ) from exc
-        except DPKitError:
-            raise
-        except (TypeError, ValueError, ArithmeticError) as exc:
-            raise DataError("the query's parameters are invalid for this query type.") from exc
         raise PrivacyParameterError(
             "the query type released without charging its accountant; refusing to run it."
         )
@@ -230,14 +226,22 @@ def _check_free(prepared: Prepared, dummy: Table) -> Prepared:
     """Validate a free entry by running it on the dummy; refuse it if it tries to charge."""
     if prepared.epsilon != 0 or prepared.delta != 0:
         raise PrivacyParameterError("a free query type must be priced at (0, 0).")
-    try:
+    with _run_on_dummy(
+        "a free query type tried to charge privacy; this is a defect of the query type."
+    ):
         prepared.compute(dummy, None, Meter(0.0, 0.0))
+    return prepared
+
+
+@contextmanager
+def _run_on_dummy(overcharged: str) -> Iterator[None]:
+    """An entry run on the dummy table: a charge its meter refuses is a defect of the entry
+    (``overcharged``); a TypeError, ValueError or ArithmeticError is a request it cannot serve."""
+    try:
+        yield
     except BudgetExceededError as exc:
-        raise PrivacyParameterError(
-            "a free query type tried to charge privacy; this is a defect of the query type."
-        ) from exc
+        raise PrivacyParameterError(overcharged) from exc
     except DPKitError:
         raise
     except (TypeError, ValueError, ArithmeticError) as exc:
         raise DataError("the query's parameters are invalid for this query type.") from exc
-    return prepared
