@@ -284,3 +284,23 @@ def sqlite_group(tmp_path: Path) -> Callable[..., tuple[GroupCommit, threading.L
         return GroupCommit(lock, conn, **kw), lock, path
 
     return make
+
+
+@pytest.fixture
+def one_batch() -> Callable[[GroupCommit, threading.Lock, list[threading.Thread], int], None]:
+    """Start ``threads`` while the group's ``lock`` is held, wait until ``jobs`` writes are
+    queued, then release it, so that they run as one batch; join the threads (30 s at most)."""
+
+    def run(
+        group: GroupCommit, lock: threading.Lock, threads: list[threading.Thread], jobs: int
+    ) -> None:
+        with lock:
+            for t in threads:
+                t.start()
+            while len(group._queue) < jobs:
+                threading.Event().wait(0.005)
+        for t in threads:
+            t.join(timeout=30)
+        assert not any(t.is_alive() for t in threads), "a write of the batch never returned"
+
+    return run

@@ -27,7 +27,9 @@ def _stored(path: Path) -> list[int]:
         return sorted(r[0] for r in c.execute("SELECT v FROM t"))
 
 
-def test_loop_and_thread_writes_share_one_batch(sqlite_group: Callable[..., Any]) -> None:
+def test_loop_and_thread_writes_share_one_batch(
+    sqlite_group: Callable[..., Any], one_batch: Callable[..., None]
+) -> None:
     group, lock, path = sqlite_group()
     results: dict[int, Any] = {}
 
@@ -46,17 +48,9 @@ def test_loop_and_thread_writes_share_one_batch(sqlite_group: Callable[..., Any]
 
         await asyncio.gather(*(one(v) for v in (10, 11, -12, 13)))
 
-    lock.acquire()  # everything queues behind the held lock and runs as one batch
     threads = [threading.Thread(target=thread_write, args=(v,)) for v in (1, -2, 3)]
     threads.append(threading.Thread(target=asyncio.run, args=(loop_writes(),)))
-    for t in threads:
-        t.start()
-    while len(group._queue) < 7:
-        threading.Event().wait(0.005)
-    lock.release()
-    for t in threads:
-        t.join(timeout=30)
-    assert not any(t.is_alive() for t in threads)
+    one_batch(group, lock, threads, 7)  # three threads' writes and four of the loop's
     assert results == {1: 1, -2: "refused -2", 3: 3, 10: 10, 11: 11, -12: "refused -12", 13: 13}
     assert _stored(path) == [1, 3, 10, 11, 13]
 

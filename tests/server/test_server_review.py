@@ -236,7 +236,7 @@ def test_dashboard_pages_are_not_cached_framed_or_scripted(server: Any) -> None:
 
 
 def test_a_charge_failing_after_its_writes_is_rolled_back_alone_in_a_batch(
-    sqlite_group: Any,
+    sqlite_group: Any, one_batch: Any
 ) -> None:
     # Group commit: jobs that arrive together share one transaction, each in a savepoint. A job
     # that fails after writing must leave nothing, and the others of its batch must commit.
@@ -258,15 +258,7 @@ def test_a_charge_failing_after_its_writes_is_rolled_back_alone_in_a_batch(
         except ValueError as exc:
             errors.append(str(exc))
 
-    lock.acquire()  # hold the writer so that the jobs queue up and run as one batch
-    threads = [threading.Thread(target=job, args=(v,)) for v in range(1, 10)]
-    for t in threads:
-        t.start()
-    while len(group._queue) < 9:  # wait until the nine jobs form one batch
-        threading.Event().wait(0.01)
-    lock.release()
-    for t in threads:
-        t.join()
+    one_batch(group, lock, [threading.Thread(target=job, args=(v,)) for v in range(1, 10)], 9)
     check = sqlite3.connect(path)
     stored = sorted(r[0] for r in check.execute("SELECT v FROM t"))
     check.close()
