@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any, TypeVar, cast
 
 from dpkit._checks import check_delta
 from dpkit.accounting._bounds import pure_epsilon, zcdp_rho
@@ -43,6 +45,12 @@ class _State:
 
 
 _Plan = tuple[_State, LedgerEntry]
+_NOTHING = _State(Fraction(0), Fraction(0), Fraction(0))  # (immutable: shared by new accountants)
+_METHODS: dict[type, tuple[str, ...]] = {
+    PureDP: ("auto", "basic"),
+    ApproxDP: ("auto", "basic", "zcdp"),
+    ZCDP: ("auto", "zcdp"),
+}
 
 
 class _InfiniteCost(Exception):
@@ -63,6 +71,60 @@ def _rho_for(epsilon: float, delta: float) -> float:
         if hi - lo <= 1e-13 * hi:
             break
     return lo
+
+
+def _rho_cost(event: Event) -> Fraction:
+    """The exact sum of the zCDP ρ of ``event``'s leaves (raises if one has no ρ)."""
+    total = Fraction(0)
+    for leaf, count in flatten(event):
+        r = zcdp_rho(leaf)
+        if r is None:
+            raise PrivacyParameterError(
+                f"{type(leaf).__name__} has no zCDP bound ({leaf!r}); use an ApproxDP budget "
+                "with method='basic'."
+            )
+        if not math.isfinite(r):
+            raise _InfiniteCost
+        total += count * Fraction(r)
+    return total
+
+
+def _pure_cost_of(event: Event) -> Fraction | None:
+    """The exact sum of the pure ε of ``event``'s leaves, or None if one is not pure ε-DP."""
+    total = Fraction(0)
+    for leaf, count in flatten(event):
+        pe = pure_epsilon(leaf)
+        if pe is None:
+            return None
+        if not math.isfinite(pe):
+            raise _InfiniteCost
+        total += count * Fraction(pe)
+    return total
+
+
+_C = TypeVar("_C")
+_COSTS: dict[tuple[Callable[[Event], Any], int], tuple[Event, Any]] = {}
+_COSTS_MAX = 4096
+
+
+def _memoised(cost: Callable[[Event], _C], event: Event) -> _C:
+    """``cost(event)``, remembered for the event object itself.
+
+    A cost is a pure function of an event (a frozen dataclass validated when it is made), and
+    a service charges the very same event object for every identical query (plans are
+    memoised). Entries are found by identity (the event is kept in the entry, so its ``id`` is
+    not reused while remembered) and never by equality, so two events that compare equal but
+    differ (``1`` and ``True``) cannot share a cost. Errors are not remembered.
+    """
+    key = (cost, id(event))
+    hit = _COSTS.get(key)
+    if hit is not None and hit[0] is event:
+        return cast(_C, hit[1])
+    value = cost(event)
+    if len(_COSTS) >= _COSTS_MAX:
+        _COSTS.clear()  # (a bounded memo: rebuilt from the events charged next)
+    _COSTS[key] = (event, value)
+    return value
 
 
 class Accountant:
@@ -135,15 +197,15 @@ class Accountant:
                 "budget must be PureDP(epsilon=...), ApproxDP(epsilon=..., delta=...) or "
                 f"ZCDP(rho=...), got {budget!r}."
             )
-        allowed = {
-            PureDP: ("auto", "basic"),
-            ApproxDP: ("auto", "basic", "zcdp"),
-            ZCDP: ("auto", "zcdp"),
-        }
-        if method not in allowed[type(budget)]:
+        allowed = _METHODS.get(type(budget)) or next(
+            m
+            for kind, m in _METHODS.items()
+            if isinstance(budget, kind)  # (a subclass)
+        )
+        if method not in allowed:
             raise PrivacyParameterError(
                 f"method for a {type(budget).__name__} budget must be one of "
-                f"{allowed[type(budget)]}, got {method!r}."
+                f"{allowed}, got {method!r}."
             )
         if method == "auto":
             method = "zcdp" if isinstance(budget, ZCDP) else "basic"
@@ -165,7 +227,7 @@ class Accountant:
                 )
         self._event_delta = float(event_delta or 0.0)
         self._lock = threading.Lock()
-        self._state = _State(Fraction(0), Fraction(0), Fraction(0))
+        self._state = _NOTHING
         self._ledger: list[LedgerEntry] = []
 
     # -- what the interaction has cost -------------------------------------------------------
@@ -241,30 +303,13 @@ class Accountant:
             return tuple(self._ledger)
 
     # -- charging ----------------------------------------------------------------------------
-    def _cost_in_rho(self, event: Event) -> Fraction:
-        total = Fraction(0)
-        for leaf, count in flatten(event):
-            r = zcdp_rho(leaf)
-            if r is None:
-                raise PrivacyParameterError(
-                    f"{type(leaf).__name__} has no zCDP bound ({leaf!r}); use an ApproxDP budget "
-                    "with method='basic'."
-                )
-            if not math.isfinite(r):
-                raise _InfiniteCost
-            total += count * Fraction(r)
-        return total
+    @staticmethod
+    def _cost_in_rho(event: Event) -> Fraction:
+        return _memoised(_rho_cost, event)
 
-    def _pure_cost(self, event: Event) -> Fraction | None:
-        total = Fraction(0)
-        for leaf, count in flatten(event):
-            pe = pure_epsilon(leaf)
-            if pe is None:
-                return None
-            if not math.isfinite(pe):
-                raise _InfiniteCost
-            total += count * Fraction(pe)
-        return total
+    @staticmethod
+    def _pure_cost(event: Event) -> Fraction | None:
+        return _memoised(_pure_cost_of, event)
 
     def _plan(self, event: Event, hint: float | None) -> _Plan | None:
         """The state after paying ``event`` and its cost, or None if it does not fit."""

@@ -30,6 +30,7 @@ import math
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from dpkit.accounting import Accountant, ApproxDP
@@ -75,6 +76,12 @@ class _Priced(Exception):
     """Raised by the probe accountant to stop a statistic once it has been priced."""
 
 
+@lru_cache(maxsize=256, typed=True)
+def _price(epsilon: float, delta: float) -> ApproxDP:
+    """The (immutable, validated) budget of a meter, made once per price."""
+    return ApproxDP(epsilon=epsilon, delta=delta)
+
+
 class Meter(Accountant):
     """An accountant holding exactly the price (ε, δ) of one query.
 
@@ -86,7 +93,7 @@ class Meter(Accountant):
     def __init__(self, epsilon: float, delta: float, *, probe: bool = False) -> None:
         # A price of (0, 0) is a free (post-processing) query: every charge is refused.
         self._free = epsilon == 0 and delta == 0
-        super().__init__(ApproxDP(epsilon=1.0 if self._free else epsilon, delta=delta))
+        super().__init__(_price(1.0 if self._free else epsilon, delta))
         self.charged = False
         self._probe = probe
 

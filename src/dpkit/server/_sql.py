@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from functools import lru_cache
 
 __all__ = ["MIGRATIONS", "UNIT", "cost_units", "from_units", "limit_units"]
 
@@ -16,8 +17,10 @@ UNIT = 10**12
 """Units per 1 of ε or δ."""
 
 
+@lru_cache(maxsize=1024, typed=True)
 def cost_units(x: float) -> int:
-    """``x`` in units, rounded up (a cost is never under-charged)."""
+    """``x`` in units, rounded up (a cost is never under-charged). Remembered per value and
+    type (a service prices the same few amounts over and over)."""
     return math.ceil(Fraction(x) * UNIT)
 
 

@@ -135,11 +135,11 @@ class PartsBox:
         """The smallest and largest finite value of the statistic at the box's corners."""
         points = np.array(list(itertools.product(*ends)), dtype=np.float64).T
         with np.errstate(all="ignore"):
-            values = np.asarray(self.exact(*points), dtype=np.float64)
-        finite = values[np.isfinite(values)]
-        if finite.size == 0:
+            values = np.asarray(self.exact(*points), dtype=np.float64).ravel().tolist()
+        finite = [v for v in values if math.isfinite(v)]  # (a few corners: no array needed)
+        if not finite:
             raise DPKitError("the noise is too large for an interval around this estimate.")
-        return float(finite.min()), float(finite.max())
+        return min(finite), max(finite)
 
     def _refine(
         self, axes: list[Any], low: tuple[Any, ...], high: tuple[Any, ...]
