@@ -120,3 +120,40 @@ def test_answers_of_a_batch_are_stored_together(ledger: Ledger) -> None:
         assert stored[c.id].status == "released" and stored[c.id].result == {"value": float(i)}
     ledger.release(charges[0].id, {"value": 99.0})  # a second answer is not stored over it
     assert ledger.charge(charges[0].id).result == {"value": 0.0}  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("update_from", [True, False])
+def test_answers_of_a_batch_are_stored_each_on_its_own_reserved_charge(
+    ledger: Ledger, update_from: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # More answers than one statement holds (100): every one lands on its own charge, and a
+    # charge that is no longer reserved (failed) is left as it is.
+    import dpkit.server._charges as charges_mod
+
+    monkeypatch.setattr(charges_mod, "_UPDATE_FROM", update_from)
+    ids = [ledger.reserve("b", "d1", {"query": "count", "i": i}, 0.001, 0.0).id for i in range(230)]
+    ledger.fail(ids[7], refund=False)
+    with ledger._tx() as conn:
+        ledger._release_many(
+            conn, [(f'{{"value": {i}}}', 1.0 + i, cid) for i, cid in enumerate(ids)]
+        )
+    for i, cid in enumerate(ids):
+        c = ledger.charge(cid)
+        assert c is not None
+        if i == 7:
+            assert (c.status, c.result) == ("failed", None)
+        else:
+            assert (c.status, c.result) == ("released", {"value": i})
+
+
+def test_charge_ids_are_time_ordered_and_unguessable(monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+
+    import dpkit.server._charges as charges_mod
+
+    clock = iter([1_700_000_000_000_000_000 + k * 1000 for k in range(50)])
+    monkeypatch.setattr(charges_mod.time, "time_ns", lambda: next(clock))
+    ids = [charges_mod.new_charge_id() for _ in range(50)]
+    assert all(re.fullmatch(r"[0-9a-f]{24}", i) for i in ids)
+    assert ids == sorted(ids) and len({i[:14] for i in ids}) == 50  # one microsecond apart
+    assert len({i[14:] for i in ids}) == 50  # 40 random bits each

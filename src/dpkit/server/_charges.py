@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import secrets
+import sqlite3
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -78,6 +79,10 @@ def ask(
 ) -> Ask:
     body = json.dumps(request, sort_keys=True)
     return Ask(analyst, dataset, body, cost_units(epsilon), cost_units(delta), idem_key, version)
+
+
+_UPDATE_FROM = sqlite3.sqlite_version_info >= (3, 33, 0)
+"""Whether this SQLite has ``UPDATE … FROM`` (3.33, 2020)."""
 
 
 def new_charge_id() -> str:
@@ -251,11 +256,23 @@ class ChargeBatches:
         return charge
 
     def _release_many(self, conn: Any, items: list[tuple[str, float, str]]) -> list[None]:
-        conn.cursor().executemany(
-            self._sql(
-                "UPDATE charges SET status = 'released', result_json = ?, finished = ? "
-                "WHERE id = ? AND status = 'reserved'"
-            ),
-            items,
-        )
+        if self.postgres or not _UPDATE_FROM:  # (psycopg pipelines an executemany)
+            conn.cursor().executemany(
+                self._sql(
+                    "UPDATE charges SET status = 'released', result_json = ?, finished = ? "
+                    "WHERE id = ? AND status = 'reserved'"
+                ),
+                items,
+            )
+            return [None] * len(items)
+        # SQLite: one statement per hundred answers (an executemany would hand the GIL to the
+        # event loop and wait to take it back once per answer).
+        for chunk in _chunks(items, 100):
+            conn.execute(
+                "UPDATE charges SET status = 'released', result_json = r.column1, "
+                "finished = r.column2 FROM (VALUES "
+                + ", ".join(["(?, ?, ?)"] * len(chunk))
+                + ") AS r WHERE charges.id = r.column3 AND charges.status = 'reserved'",
+                [v for row in chunk for v in row],
+            )
         return [None] * len(items)
