@@ -28,6 +28,8 @@ __all__ = [
     "discrete_gaussian",
     "discrete_laplace",
     "gaussian_rational",
+    "one_discrete_gaussian",
+    "one_discrete_laplace",
     "sample_discrete_gaussian",
     "sample_discrete_laplace",
     "sampled_sigma",
@@ -196,6 +198,23 @@ def sample_discrete_gaussian(a: int, b: int, n: int, rng: np.random.Generator) -
     return _fill(n, draw)
 
 
+def one_discrete_laplace(t: int, s: int, gen: np.random.Generator) -> int:
+    """One exact discrete Laplace sample of scale ``t/s`` (from a :class:`NoisePool`'s spare
+    samples when ``gen`` is one). ``(t, s)`` must come from :func:`rational_at_least` with
+    ``max_numerator=DLAP_MAX_NUMERATOR``, as :func:`discrete_laplace` makes them."""
+    if isinstance(gen, NoisePool):
+        return gen.take(("laplace", t, s), lambda k: sample_discrete_laplace(t, s, k, gen))
+    return int(sample_discrete_laplace(t, s, 1, gen)[0])
+
+
+def one_discrete_gaussian(a: int, b: int, gen: np.random.Generator) -> int:
+    """One exact discrete Gaussian sample of σ = ``a/b``; ``(a, b)`` from
+    :func:`gaussian_rational` (see :func:`one_discrete_laplace`)."""
+    if isinstance(gen, NoisePool):
+        return gen.take(("gaussian", a, b), lambda k: sample_discrete_gaussian(a, b, k, gen))
+    return int(sample_discrete_gaussian(a, b, 1, gen)[0])
+
+
 def discrete_laplace(
     scale: Rational, size: int | tuple[int, ...] | None = None, *, rng: RNGLike = None
 ) -> IntArray | int:
@@ -231,8 +250,8 @@ def discrete_laplace(
     shape = check_size(size)
     t, s = rational_at_least(scale, "scale", max_numerator=DLAP_MAX_NUMERATOR)
     gen = as_generator(rng)
-    if size is None and isinstance(gen, NoisePool):
-        return gen.take(("laplace", t, s), lambda k: sample_discrete_laplace(t, s, k, gen))
+    if size is None:
+        return one_discrete_laplace(t, s, gen)
     n = int(np.prod(shape)) if shape else 1
     out = sample_discrete_laplace(t, s, n, gen)
     return out.reshape(shape) if size is not None else int(out[0])
@@ -268,8 +287,8 @@ def discrete_gaussian(
     shape = check_size(size)
     a, b = gaussian_rational(sigma)
     gen = as_generator(rng)
-    if size is None and isinstance(gen, NoisePool):
-        return gen.take(("gaussian", a, b), lambda k: sample_discrete_gaussian(a, b, k, gen))
+    if size is None:
+        return one_discrete_gaussian(a, b, gen)
     n = int(np.prod(shape)) if shape else 1
     out = sample_discrete_gaussian(a, b, n, gen)
     return out.reshape(shape) if size is not None else int(out[0])

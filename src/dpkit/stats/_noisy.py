@@ -36,21 +36,21 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 import numpy as np
 
 from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms._tails import discrete_gaussian_quantile, discrete_laplace_quantile
-from dpkit.noise import (
-    discrete_gaussian,
-    discrete_laplace,
-    gaussian_grid,
-    laplace_grid,
-    sampled_sigma,
+from dpkit.noise import gaussian_grid, laplace_grid, sampled_sigma
+from dpkit.noise._discrete import (
+    DGAUSS_MAX_NUMERATOR,
+    DLAP_MAX_NUMERATOR,
+    gaussian_rational,
+    one_discrete_gaussian,
+    one_discrete_laplace,
 )
-from dpkit.noise._discrete import DGAUSS_MAX_NUMERATOR, DLAP_MAX_NUMERATOR
 from dpkit.noise._scales import rational_at_least
 from dpkit.random import RNGLike, as_generator
 from dpkit.stats._events import (
@@ -94,10 +94,21 @@ class PartNoise:
     kind: str  # "laplace", "gaussian" or "none"
     scale: Fraction  # b (laplace) or σ (gaussian), in output units
 
-    @property
+    @cached_property
     def unit(self) -> float:
         """The output grid spacing ``2**(exponent + shift)``."""
         return math.ldexp(1.0, self.part.exponent + self.shift)
+
+    @cached_property
+    def _float_scale(self) -> float:
+        return float(self.scale)
+
+    @cached_property
+    def _rational(self) -> tuple[int, int]:
+        """The exact sampler's ``(numerator, denominator)`` for this scale (checked once)."""
+        if self.kind == "gaussian":
+            return gaussian_rational(self.scale)
+        return rational_at_least(self.scale, "scale", max_numerator=DLAP_MAX_NUMERATOR)
 
     @property
     def real_scale(self) -> float:
@@ -124,9 +135,9 @@ class PartNoise:
         if self.kind == "none":
             return rounding
         if self.kind == "gaussian":
-            m = discrete_gaussian_quantile(float(self.scale), alpha)
+            m = discrete_gaussian_quantile(self._float_scale, alpha)
         else:
-            m = discrete_laplace_quantile(float(self.scale), alpha)
+            m = discrete_laplace_quantile(self._float_scale, alpha)
         return m * self.unit + rounding
 
     def simulate(self, size: int, gen: np.random.Generator) -> np.ndarray[Any, Any]:
@@ -151,10 +162,12 @@ class PartNoise:
         """Round the exact total to the output grid, add integer noise, return a float."""
         if self.shift > 0:
             total = (total + (1 << (self.shift - 1))) >> self.shift
+        # (the scale's exact rational made once per part: the same draws as discrete_laplace
+        # and discrete_gaussian make from it)
         if self.kind == "laplace":
-            total += int(discrete_laplace(self.scale, rng=gen))
+            total += one_discrete_laplace(*self._rational, gen)
         elif self.kind == "gaussian":
-            total += int(discrete_gaussian(self.scale, rng=gen))
+            total += one_discrete_gaussian(*self._rational, gen)
         # Converting the noisy integer to a float is post-processing of the released integer.
         return math.ldexp(float(total), self.part.exponent + self.shift)
 
