@@ -16,6 +16,10 @@ client's CPU use is part of both numbers:
 * ``threads``: 32 threads with ``http.client`` keep-alive connections (the first version of this
   benchmark); its GIL hand-offs between threads add tens of ms to the tail of both endpoints.
 
+The endpoints take turns: after a warm-up of each, three 2-second windows of the no-op and three
+of the mean alternate, and each endpoint's figures pool its three windows. On a shared machine
+whose speed drifts by tens of percent from one minute to the next, back-to-back runs of 6 s each
+compared a fast minute with a slow one as often as not; turns weigh the drift on both alike.
 The server's own CPU time per request (from ``/proc``, Linux; all its processes) is printed too.
 """
 
@@ -40,7 +44,8 @@ from _timing import table
 
 CLIENTS = 32
 CLIENT = "asyncio"
-SECONDS = 6.0
+ROUNDS = 3  # windows per endpoint, taken in turns
+SECONDS = 2.0  # per window: 6 s per endpoint in all
 ROWS = 1_000_000
 
 
@@ -201,19 +206,29 @@ def _cpu_seconds(pid: int) -> float | None:
         return None
 
 
-def _load(
-    proc: subprocess.Popen[bytes], port: int, key: str, method: str, path: str, body: Any
-) -> tuple[float, float, float, float | None]:
-    """(requests per second, p50 ms, p99 ms, server CPU ms per request) under CLIENT load."""
-    import numpy as np
+class _Window:
+    """Latencies, wall time and server CPU time gathered over one or more load windows."""
 
-    cpu0, t0 = _cpu_seconds(proc.pid), time.perf_counter()
-    lat = (_asyncio if CLIENT == "asyncio" else _threads)(port, key, method, path, body)
-    wall = time.perf_counter() - t0
-    cpu1 = _cpu_seconds(proc.pid)
-    ms = np.asarray(lat) * 1000
-    cpu = None if cpu0 is None or cpu1 is None else (cpu1 - cpu0) * 1000 / len(lat)
-    return len(lat) / wall, float(np.percentile(ms, 50)), float(np.percentile(ms, 99)), cpu
+    def __init__(self) -> None:
+        self.lat: list[float] = []
+        self.wall = 0.0
+        self.cpu: float | None = 0.0
+
+    def run(self, proc: subprocess.Popen[bytes], port: int, key: str, method: str, path: str,
+            body: Any) -> None:  # fmt: skip
+        cpu0, t0 = _cpu_seconds(proc.pid), time.perf_counter()
+        self.lat += (_asyncio if CLIENT == "asyncio" else _threads)(port, key, method, path, body)
+        self.wall += time.perf_counter() - t0
+        cpu1 = _cpu_seconds(proc.pid)
+        self.cpu = None if None in (cpu0, cpu1, self.cpu) else self.cpu + cpu1 - cpu0  # type: ignore[operator]
+
+    def result(self) -> tuple[float, float, float, float | None]:
+        """(requests per second, p50 ms, p99 ms, server CPU ms per request)."""
+        import numpy as np
+
+        ms = np.asarray(self.lat) * 1000
+        cpu = None if self.cpu is None else self.cpu * 1000 / len(ms)
+        return len(ms) / self.wall, float(np.percentile(ms, 50)), float(np.percentile(ms, 99)), cpu
 
 
 def _bench(root: Path, ledger: str, name: str, workers: int) -> list[tuple[str, ...]]:
@@ -224,9 +239,16 @@ def _bench(root: Path, ledger: str, name: str, workers: int) -> list[tuple[str, 
               {"analyst": ana["id"], "dataset": "big", "epsilon": 100000.0})  # fmt: skip
         key = ana["key"]
         query = {"dataset": "big", "query": "mean", "column": "age", "epsilon": 0.001}
-        _load(proc, port, key, "GET", "/v1/noop", None)  # warm-up (connections, caches)
-        noop = _load(proc, port, key, "GET", "/v1/noop", None)
-        mean = _load(proc, port, key, "POST", "/v1/query", query)
+        warm = _Window()  # warm-up (connections, caches, the remembered aggregate)
+        warm.run(proc, port, key, "GET", "/v1/noop", None)
+        warm.run(proc, port, key, "POST", "/v1/query", query)
+        # The two endpoints take turns (ROUNDS windows each), so that the shared machine's
+        # drifting speed weighs on both alike rather than on whichever ran in a slow minute.
+        windows = (_Window(), _Window())
+        for _ in range(ROUNDS):
+            windows[0].run(proc, port, key, "GET", "/v1/noop", None)
+            windows[1].run(proc, port, key, "POST", "/v1/query", query)
+        noop, mean = windows[0].result(), windows[1].result()
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -303,8 +325,9 @@ def main() -> None:
             finally:
                 pg[1]()
     print(f"curator service, {CLIENTS} concurrent clients over loopback ({CLIENT} client), "
-          f"{SECONDS:g} s each, {os.cpu_count()} CPUs (shared: numbers move with the machine's "
-          f"load; load average before {load[0]:.2f}, after {os.getloadavg()[0]:.2f})")  # fmt: skip
+          f"{ROUNDS} windows of {SECONDS:g} s each in turns, {os.cpu_count()} CPUs (shared: "
+          f"numbers move with the machine's load; load average before {load[0]:.2f}, after "
+          f"{os.getloadavg()[0]:.2f})")  # fmt: skip
     head = ("ledger", "workers", "endpoint", "req/s", "p50 ms", "p99 ms", "server CPU ms/req",
             "vs no-op", "target met")  # fmt: skip
     print(table(rows, head))
