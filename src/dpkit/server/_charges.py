@@ -277,8 +277,13 @@ class ChargeBatches:
             )
             return [None] * len(items)
         # SQLite: one statement per hundred answers (an executemany would hand the GIL to the
-        # event loop and wait to take it back once per answer).
-        for chunk in _chunks(items, 100):
+        # event loop and wait to take it back once per answer). A charge's first answer is the
+        # one kept: a later one of the same statement would be joined too, and SQLite applies
+        # an arbitrary one of the rows joined to a charge.
+        first: dict[str, tuple[str, float, str]] = {}
+        for item in items:
+            first.setdefault(item[2], item)
+        for chunk in _chunks(list(first.values()), 100):
             conn.execute(
                 "UPDATE charges SET status = 'released', result_json = r.column1, "
                 "finished = r.column2 FROM (VALUES "
