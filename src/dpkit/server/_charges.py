@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import secrets
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,17 +86,24 @@ _UPDATE_FROM = sqlite3.sqlite_version_info >= (3, 33, 0)
 """Whether this SQLite has ``UPDATE … FROM`` (3.33, 2020)."""
 
 
-def new_charge_id() -> str:
+def new_charge_id(now: float, taken: Container[str] = ()) -> str:
     """A charge's id: 24 hex digits, the time in microseconds (14) then 40 random bits (10).
 
     Ids in time order are appended at the end of the ledger's index of ids (random ids landed
     anywhere in it, and each charge of a batch dirtied a page of its own: more to write at
-    every commit). The time shown is the charge's own creation time, which its analyst sees
-    anyway; the random part keeps ids unguessable (a result is shown only to its analyst
-    whatever the id). Two ids of the same microsecond differ in their random bits; the
-    ledger's key would refuse a repeat (probability 2^-40 per pair).
+    every commit). The time is ``now``, the charge's ``created`` (its batch's), which its
+    analyst is shown anyway: not the moment the charge was decided within its batch, which
+    would tell how many of the other analysts' requests (and of which kind) came before it.
+    The random part keeps ids unguessable (a result is shown only to its analyst whatever the
+    id); one already ``taken`` (an id of the same batch, same time) is drawn again. Ids of two
+    batches in the same microsecond (two processes) repeat with probability 2^-40 per pair;
+    the ledger's key refuses a repeat.
     """
-    return f"{time.time_ns() // 1000 % (1 << 56):014x}{secrets.token_hex(5)}"
+    stamp = f"{math.floor(now * 1_000_000) % (1 << 56):014x}"
+    while True:
+        cid = stamp + secrets.token_hex(5)
+        if cid not in taken:
+            return cid
 
 
 def _chunks(rows: list[Any], size: int) -> Iterator[list[Any]]:
@@ -153,9 +161,10 @@ class ChargeBatches:
         out: list[Charge | DPKitError] = []
         new: dict[tuple[str, str], tuple[str, Charge]] = {}  # idempotency keys of this batch
         rows: list[tuple[Any, ...]] = []
+        taken: set[str] = set()  # this batch's ids (they share their time part)
         for a in asks:
             try:
-                out.append(self._decide(conn, a, ds, bud, new, rows, now))
+                out.append(self._decide(conn, a, ds, bud, new, rows, now, taken))
             except DPKitError as exc:
                 out.append(exc)
         if not rows:
@@ -201,6 +210,7 @@ class ChargeBatches:
         new: dict[tuple[str, str], tuple[str, Charge]],
         rows: list[tuple[Any, ...]],
         now: float,
+        taken: set[str],
     ) -> Charge:
         """One request of a batch: its replayed charge, its new charge (appended to ``rows``,
         and the running totals updated), or a refusal (raised; nothing changed)."""
@@ -245,7 +255,8 @@ class ChargeBatches:
                 requested=(from_units(eu), from_units(du)),
             )
         b[2], b[3], d[2], d[3] = b[2] + eu, b[3] + du, d[2] + eu, d[3] + du
-        cid = new_charge_id()
+        cid = new_charge_id(now, taken)
+        taken.add(cid)
         request = json.loads(a.body)
         rows.append((cid, a.analyst, a.dataset, a.idem_key, a.body, eu, du, now,
                      request.get("query")))  # fmt: skip
@@ -266,8 +277,13 @@ class ChargeBatches:
             )
             return [None] * len(items)
         # SQLite: one statement per hundred answers (an executemany would hand the GIL to the
-        # event loop and wait to take it back once per answer).
-        for chunk in _chunks(items, 100):
+        # event loop and wait to take it back once per answer). A charge's first answer is the
+        # one kept: a later one of the same statement would be joined too, and SQLite applies
+        # an arbitrary one of the rows joined to a charge.
+        first: dict[str, tuple[str, float, str]] = {}
+        for item in items:
+            first.setdefault(item[2], item)
+        for chunk in _chunks(list(first.values()), 100):
             conn.execute(
                 "UPDATE charges SET status = 'released', result_json = r.column1, "
                 "finished = r.column2 FROM (VALUES "
