@@ -105,6 +105,9 @@ def _pure_cost_of(event: Event) -> Fraction | None:
 _C = TypeVar("_C")
 _COSTS: dict[tuple[Callable[[Event], Any], int], tuple[Event, Any]] = {}
 _COSTS_MAX = 4096
+_FIRST_PLANS: dict[
+    tuple[int, str, float, int, float | None], tuple[Guarantee, Event, _Plan | None]
+] = {}
 
 
 def _memoised(cost: Callable[[Event], _C], event: Event) -> _C:
@@ -313,10 +316,35 @@ class Accountant:
 
     def _plan(self, event: Event, hint: float | None) -> _Plan | None:
         """The state after paying ``event`` and its cost, or None if it does not fit."""
+        if self._state is _NOTHING:
+            return self._first_plan(event, hint)
+        return self._plan_anew(event, hint)
+
+    def _plan_anew(self, event: Event, hint: float | None) -> _Plan | None:
         try:
             return self._plan_finite(event, hint)
         except _InfiniteCost:  # e.g. Laplace of scale 5e-324: ε = inf fits no budget
             return None
+
+    def _first_plan(self, event: Event, hint: float | None) -> _Plan | None:
+        """:meth:`_plan` from the empty state, remembered.
+
+        From nothing spent, the plan is a pure function of the budget, the method, the default
+        ``event_delta``, the event and the hint (``_plan_finite`` reads nothing else, and all of
+        them are immutable): a service that meters every query with a fresh accountant holding
+        its price (one budget object per price) pays for the same event object each time.
+        Found by identity of the budget and the event (both kept in the entry, so their ids
+        are not reused while remembered), never by equality; errors are not remembered.
+        """
+        key = (id(self._budget), self._method, self._event_delta, id(event), hint)
+        hit = _FIRST_PLANS.get(key)
+        if hit is not None and hit[0] is self._budget and hit[1] is event:
+            return hit[2]
+        out = self._plan_anew(event, hint)
+        if len(_FIRST_PLANS) >= _COSTS_MAX:
+            _FIRST_PLANS.clear()  # (bounded, like the costs)
+        _FIRST_PLANS[key] = (self._budget, event, out)
+        return out
 
     def _plan_finite(self, event: Event, hint: float | None) -> _Plan | None:
         if not isinstance(event, Event):

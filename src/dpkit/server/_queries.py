@@ -9,6 +9,7 @@ analyst are public too, and never read from the data).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Callable, Mapping
@@ -20,7 +21,14 @@ import dpkit.stats as st
 from dpkit.errors import DataError, DPKitError
 from dpkit.server._registry import Answer, Meter, Prepared, QueryRegistry, check_keys
 from dpkit.server._schema import Column, DatasetSchema, Table
-from dpkit.stats._aggregate import ClampedSum, clamped_sum, release_mean, release_sum
+from dpkit.stats._aggregate import (
+    ClampedSum,
+    MeanSteps,
+    SumSteps,
+    clamped_sum,
+    mean_steps,
+    sum_steps,
+)
 from dpkit.stats._common import check_privacy
 
 __all__ = ["clamped", "stats_registry"]
@@ -94,6 +102,8 @@ def _interval(rel: st.Release, alpha: float) -> tuple[Any, Any] | None:
 
 
 def _jsonable(v: Any) -> Any:
+    if type(v) is float:
+        return v
     arr = np.asarray(v, dtype=np.float64)
     return float(arr) if arr.ndim == 0 else [float(t) for t in arr.ravel()]
 
@@ -172,21 +182,26 @@ def _clamped_key(column: str, bounds: tuple[float, float]) -> tuple[str, str, tu
     return ("clamped_sum", column, tuple(float(b).hex() for b in bounds))
 
 
-def _summed(release: Callable[..., st.Release], name: str) -> Any:
-    """``sum`` and ``mean``: the library's release steps on the column's memoised exact sum."""
+def _summed(steps_of: Callable[..., SumSteps | MeanSteps], name: str) -> Any:
+    """``sum`` and ``mean``: the library's release steps on the column's memoised exact sum.
+
+    The steps (grid, budget split, calibrated noise: public) are made once per prepared query,
+    and every answer releases the remembered aggregate through them with its own charge and
+    noise, exactly as :func:`~dpkit.stats._aggregate.release_sum` and ``release_mean`` do.
+    """
 
     def prepare(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
         check_keys(params, _PRIVACY | {"column", "bounds"})
         eps, dlt, alpha = _privacy(params)
         col = _numeric(schema, params.get("column"))
         bounds = _bounds(params, col)
-
+        # made at the first computation (the pricing probe), after the registry's own checks
+        steps = functools.cache(lambda: steps_of(bounds, eps, dlt))
         key = _clamped_key(col.name, bounds)
 
         def compute(t: Table, rng: Any, meter: Meter) -> Answer:
             agg = clamped(t, col.name, bounds, key)
-            rel = release(agg, epsilon=eps, delta=dlt, accountant=meter, rng=rng)
-            return _answer(rel, alpha)
+            return _answer(steps().release(agg, meter, rng), alpha)
 
         # Quick once the exact sum is remembered; the first one on new bounds reads the column.
         return Prepared(name, eps, dlt, compute, quick=lambda t: t.memo.peek(key) is not None)
@@ -289,8 +304,8 @@ def stats_registry() -> QueryRegistry:
     reg = QueryRegistry()
     reg.register("count", _rows_only(_count))
     # Noise on the column's remembered exact sum: answered on the service's event loop.
-    reg.register("sum", _rows_only(_summed(release_sum, "sum")), inline=True)
-    reg.register("mean", _rows_only(_summed(release_mean, "mean")), inline=True)
+    reg.register("sum", _rows_only(_summed(sum_steps, "sum")), inline=True)
+    reg.register("mean", _rows_only(_summed(mean_steps, "mean")), inline=True)
     for name, fn in (("var", st.var), ("std", st.std)):
         reg.register(name, _rows_only(_univariate(fn, name)))
     reg.register("cov", _rows_only(_bivariate(st.cov, "cov")))

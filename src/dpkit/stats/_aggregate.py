@@ -24,16 +24,28 @@ from dpkit.stats._common import (
     SupportsCharge,
     charge,
     check_privacy,
-    release_parts,
+    release_planned,
     warn_large_delta,
 )
 from dpkit.stats._data import as_vector, check_bounds, check_n, refuse_empty_public
 from dpkit.stats._events import Neighbouring, is_replace
 from dpkit.stats._fixed import fixed_sum, power_exponent
-from dpkit.stats._noisy import Part, plan
+from dpkit.stats._noisy import Part, Plan, plan
 from dpkit.stats._release import LinearNoise, Release
 
-__all__ = ["MU", "ClampedSum", "clamped_sum", "mean_of", "release_mean", "release_sum"]
+__all__ = [
+    "MU",
+    "ClampedSum",
+    "ClippedMean",
+    "MeanSteps",
+    "SumSteps",
+    "clamped_sum",
+    "mean_of",
+    "mean_steps",
+    "release_mean",
+    "release_sum",
+    "sum_steps",
+]
 
 MU = 1.0 / math.sqrt(3.0)
 """Reference |centred mean| / half-range for the budget split: the root mean square of a mean
@@ -79,9 +91,7 @@ def clamped_sum(x: object, bounds: tuple[float, float]) -> ClampedSum:
     return ClampedSum((lo, hi), k, fixed_sum(data, (lo, hi), k), int(data.size))
 
 
-def _grid(agg: ClampedSum) -> tuple[int, int]:
-    k = agg.exponent
-    lo, hi = agg.bounds
+def _grid_of(lo: float, hi: float, k: int) -> tuple[int, int]:
     # round() of a float rounds half to even, like np.rint, and returns the int directly
     return round(math.ldexp(lo, k)), round(math.ldexp(hi, k))
 
@@ -108,13 +118,8 @@ def release_sum(
     True
     """
     eps, dlt = check_privacy(epsilon, delta)
-    replace = is_replace(neighbouring)
-    tlo, thi = _grid(agg)
-    sens = thi - tlo if replace else max(abs(tlo), abs(thi))
-    pl = plan([Part("sum", -agg.exponent, sens)], epsilon=eps, delta=dlt)
-    charge(accountant, pl.event, "sum", delta=dlt, rng=rng)
-    (value,) = pl.draw([agg.total], rng)
-    return Release(value, pl.event, "sum", LinearNoise(((pl.parts[0], 1.0),)), delta=dlt)
+    steps = sum_steps(agg.bounds, eps, dlt, is_replace(neighbouring))
+    return steps.release(agg, accountant, rng)
 
 
 def release_mean(
@@ -162,41 +167,137 @@ def mean_of(
     replace: bool,
 ) -> Release:
     """:func:`release_mean` on arguments already checked (and warned about) by the caller."""
-    lo, hi = agg.bounds
-    k = agg.exponent
-    tlo, thi = _grid(agg)
+    return mean_steps(agg.bounds, eps, dlt, replace, n_pub).release(agg, accountant, rng)
+
+
+def _check_steps(agg: ClampedSum, bounds: tuple[float, float], exponent: int) -> None:
+    if agg.bounds != bounds or agg.exponent != exponent:
+        raise ValueError("this aggregate was clamped to other bounds than the release's.")
+
+
+@dataclass(frozen=True)
+class SumSteps:
+    """Everything :func:`release_sum` prepares before it reads the aggregate: the output grid,
+    the calibrated noise and its event, a function of the public bounds and (ε, δ) only.
+
+    Made once (:func:`sum_steps`), it releases any number of aggregates over these bounds, each
+    with its own charge and its own noise: the same releases, guarantee and error bars as
+    :func:`release_sum`, which is built on it.
+    """
+
+    bounds: tuple[float, float]
+    exponent: int
+    plan: Plan
+    delta: float
+
+    def release(self, agg: ClampedSum, accountant: SupportsCharge | None, rng: RNGLike) -> Release:
+        """Charge the plan's event to ``accountant``, then release ``agg``'s noisy total."""
+        _check_steps(agg, self.bounds, self.exponent)
+        pl = self.plan
+        charge(accountant, pl.event, "sum", delta=self.delta, rng=rng)
+        (value,) = pl.draw([agg.total], rng)
+        return Release(value, pl.event, "sum", LinearNoise(((pl.parts[0], 1.0),)), delta=self.delta)
+
+
+def sum_steps(
+    bounds: tuple[float, float], epsilon: float, delta: float, replace: bool = False
+) -> SumSteps:
+    """The :class:`SumSteps` of a sum over ``bounds`` at an (ε, δ) already checked
+    (:func:`~dpkit.stats._common.check_privacy`); ``replace``: replace-one neighbours."""
+    lo, hi = check_bounds(bounds)
+    k = power_exponent((lo, hi))
+    tlo, thi = _grid_of(lo, hi, k)
+    sens = thi - tlo if replace else max(abs(tlo), abs(thi))
+    pl = plan([Part("sum", -k, sens)], epsilon=epsilon, delta=delta)
+    return SumSteps((lo, hi), k, pl, delta)
+
+
+@dataclass(frozen=True)
+class ClippedMean:
+    """The mean's estimate from its noisy parts: ``clip(c + s / max(n, 1), lo, hi)``.
+
+    Elementwise on arrays; on two Python floats, the same value computed without numpy (each
+    comparison written as ``np.maximum`` / ``np.minimum`` make it, NaN and signed zeros
+    included), which is what the error bars' corners evaluate.
+    """
+
+    c: float
+    lo: float
+    hi: float
+
+    def __call__(self, s: Any, cnt: Any) -> Any:
+        if type(s) is float and type(cnt) is float:
+            d = cnt if cnt > 1.0 or cnt != cnt else 1.0
+            t = self.c + s / d
+            t = t if t > self.lo or t != t else self.lo
+            return t if t < self.hi or t != t else self.hi
+        return np.minimum(np.maximum(self.c + s / np.maximum(cnt, 1.0), self.lo), self.hi)
+
+
+@dataclass(frozen=True)
+class MeanSteps:
+    """Everything :func:`release_mean` prepares before it reads the aggregate (see
+    :class:`SumSteps`): the centre of the bounds, the budget split between the centred sum and
+    (when ``n`` is not public) the count, their calibrated noise and the composed event.
+
+    Made once (:func:`mean_steps`), it releases any number of aggregates over these bounds, each
+    with its own charge and noise: exactly :func:`release_mean`'s releases, built on it.
+    """
+
+    bounds: tuple[float, float]
+    exponent: int
+    plan: Plan
+    delta: float
+    centre: int  # the middle of the bounds on the fixed-point grid
+    n: int | None  # the public record count, if there is one
+    estimate: ClippedMean
+
+    def release(self, agg: ClampedSum, accountant: SupportsCharge | None, rng: RNGLike) -> Release:
+        """Charge the plan's event to ``accountant``, then release ``agg``'s noisy mean."""
+        _check_steps(agg, self.bounds, self.exponent)
+        pl, dlt = self.plan, self.delta
+        centred = agg.total - agg.size * self.centre
+        h = (self.bounds[1] - self.bounds[0]) / 2
+        if self.n is not None:
+            size = self.n
+            charge(accountant, pl.event, "mean", delta=dlt, rng=rng)
+            (s,) = pl.draw([centred], rng)
+            noise = LinearNoise(((pl.parts[0], 1.0 / size),), sampling_sd=h / math.sqrt(size))
+            return Release(self.estimate.c + s / size, pl.event, "mean", noise, delta=dlt)
+        rel, _ = release_planned(
+            pl,
+            [centred, agg.size],
+            self.estimate,
+            delta=dlt,
+            accountant=accountant,
+            rng=rng,
+            statistic="mean",
+            sampling_sd=lambda _v, size: h / math.sqrt(size),
+            limits=self.bounds,
+            corners=True,  # c + s / max(n, 1), clipped: monotone in s and in n
+        )
+        return rel
+
+
+def mean_steps(
+    bounds: tuple[float, float],
+    epsilon: float,
+    delta: float,
+    replace: bool = False,
+    n: int | None = None,
+) -> MeanSteps:
+    """The :class:`MeanSteps` of a mean over ``bounds`` at an (ε, δ) already checked;
+    ``replace``: replace-one neighbours; ``n``: the public record count, if any (checked and
+    warned about by the caller, :func:`release_mean`)."""
+    lo, hi = check_bounds(bounds)
+    k = power_exponent((lo, hi))
+    tlo, thi = _grid_of(lo, hi, k)
     centre = (tlo + thi) // 2
-    centred = agg.total - agg.size * centre
     sens = thi - tlo if replace else max(thi - centre, centre - tlo)
-    c = math.ldexp(float(centre), -k)
-    h = (hi - lo) / 2
-    if n_pub is not None:
-        size = n_pub
-        pl = plan([Part("centred sum", -k, sens)], epsilon=eps, delta=dlt)
-        charge(accountant, pl.event, "mean", delta=dlt, rng=rng)
-        (s,) = pl.draw([centred], rng)
-        noise = LinearNoise(((pl.parts[0], 1.0 / size),), sampling_sd=h / math.sqrt(size))
-        return Release(c + s / size, pl.event, "mean", noise, delta=dlt)
-
-    def estimate(s: Any, cnt: Any) -> Any:
-        # np.clip(·, lo, hi) as two ufuncs (the same values, NaN included, at less cost per call)
-        return np.minimum(np.maximum(c + s / np.maximum(cnt, 1.0), lo), hi)
-
-    parts = [
-        Part("centred sum", -k, sens, 1.0),
-        Part("count", 0, 1, h * MU),
-    ]
-    rel, _, _ = release_parts(
-        parts,
-        [centred, agg.size],
-        estimate,
-        epsilon=eps,
-        delta=dlt,
-        accountant=accountant,
-        rng=rng,
-        statistic="mean",
-        sampling_sd=lambda _v, size: h / math.sqrt(size),
-        limits=(lo, hi),
-        corners=True,  # c + s / max(n, 1), clipped: monotone in s and in n
-    )
-    return rel
+    estimate = ClippedMean(math.ldexp(float(centre), -k), lo, hi)
+    if n is not None:
+        parts = [Part("centred sum", -k, sens)]
+    else:
+        parts = [Part("centred sum", -k, sens, 1.0), Part("count", 0, 1, (hi - lo) / 2 * MU)]
+    pl = plan(parts, epsilon=epsilon, delta=delta)
+    return MeanSteps((lo, hi), k, pl, delta, centre, n, estimate)

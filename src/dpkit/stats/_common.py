@@ -28,6 +28,7 @@ __all__ = [
     "normalise",
     "range_part",
     "release_parts",
+    "release_planned",
     "scaled_total",
     "warn_large_delta",
 ]
@@ -128,6 +129,32 @@ def release_parts(
     (see :class:`PartsBox`).
     """
     pl = plan(parts, epsilon=epsilon, delta=delta)
+    rel, noisy = release_planned(
+        pl, totals, estimator, delta=delta, accountant=accountant, rng=rng,
+        statistic=statistic, sampling_sd=sampling_sd, limits=limits, public_n=public_n,
+        exact=exact, corners=corners,
+    )  # fmt: skip
+    return rel, pl, noisy
+
+
+def release_planned(
+    pl: Plan,
+    totals: Sequence[int],
+    estimator: Callable[..., Any],
+    *,
+    delta: float,
+    accountant: SupportsCharge | None,
+    rng: RNGLike,
+    statistic: str,
+    sampling_sd: Callable[[Any, float], Any] | None = None,
+    limits: tuple[float, float] = (-math.inf, math.inf),
+    public_n: int | None = None,
+    exact: Callable[..., Any] | None = None,
+    corners: bool = False,
+) -> tuple[Release, tuple[float, ...]]:
+    """:func:`release_parts` with the plan already made (``plan``: a pure function of public
+    parameters, which a caller may make once for many releases): charge, draw, estimate, and
+    attach the error bars. Returns the release and the noisy parts."""
     charge(accountant, pl.event, statistic, delta=delta, rng=rng)
     noisy = pl.draw(totals, rng)
     value = estimator(*noisy)
@@ -136,9 +163,11 @@ def release_parts(
         size = float(public_n) if public_n is not None else max(float(noisy[-1]), 1.0)
         sd = sampling_sd(value, size)
     box = PartsBox(noisy, pl.parts, exact or estimator, sd, limits, corners)
-    return Release(_plain(value), pl.event, statistic, box, delta=delta), pl, noisy
+    return Release(_plain(value), pl.event, statistic, box, delta=delta), noisy
 
 
 def _plain(value: Any) -> Any:
+    if type(value) is float:  # (a Python float: no array needed)
+        return value
     arr = np.asarray(value, dtype=np.float64)
     return float(arr) if arr.ndim == 0 else arr

@@ -133,10 +133,17 @@ class PartsBox:
 
     def _corners(self, ends: list[Any]) -> tuple[float, float]:
         """The smallest and largest finite value of the statistic at the box's corners."""
-        points = np.array(list(itertools.product(*ends)), dtype=np.float64).T
-        with np.errstate(all="ignore"):
-            values = np.asarray(self.exact(*points), dtype=np.float64).ravel().tolist()
-        finite = [v for v in values if math.isfinite(v)]  # (a few corners: no array needed)
+        corners = list(itertools.product(*ends))
+        if all(type(v) is float for v in corners[0] + corners[-1]):
+            # Python floats: the statistic at each corner in turn (a few corners: cheaper than
+            # arrays for an estimate that computes floats without numpy, as the mean's does)
+            with np.errstate(all="ignore"):
+                values = [float(self.exact(*pt)) for pt in corners]
+        else:
+            points = np.array(corners, dtype=np.float64).T
+            with np.errstate(all="ignore"):
+                values = np.asarray(self.exact(*points), dtype=np.float64).ravel().tolist()
+        finite = [v for v in values if math.isfinite(v)]
         if not finite:
             raise DPKitError("the noise is too large for an interval around this estimate.")
         return min(finite), max(finite)
