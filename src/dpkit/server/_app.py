@@ -9,7 +9,6 @@ carries an answer (or the service failed after charging, which the message says)
 # and Request is imported inside create_app (lazily, for the install hint).
 
 import gc
-import json
 import secrets
 import sys
 import time
@@ -21,6 +20,7 @@ from dpkit.server._audit import AuditWriter
 from dpkit.server._auth import Principal
 from dpkit.server._config import ServerConfig
 from dpkit.server._dashboard import dashboard_page
+from dpkit.server._json import compact, parse_strict
 from dpkit.server._ledger import NoBudgetError
 from dpkit.server._registry import QueryRegistry
 from dpkit.server._service import (
@@ -80,10 +80,6 @@ def _text(value: object, limit: int) -> str | None:
     return str(value)[:limit].encode("utf-8", "replace").decode("utf-8")
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError("NaN and Infinity are not JSON numbers")
-
-
 class _AuditMiddleware:
     """Queue one audit row per HTTP request (pure ASGI: no per-request task overhead)."""
 
@@ -128,7 +124,7 @@ def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> A
     """
     try:
         from fastapi import FastAPI, Request
-        from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+        from fastapi.responses import HTMLResponse, RedirectResponse, Response
         from starlette.concurrency import run_in_threadpool
     except ImportError as exc:  # pragma: no cover - the server extra installs it
         raise ImportError("the curator service needs pip install 'dpkit[server]'") from exc
@@ -172,6 +168,11 @@ def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> A
     app.state.curator = curator
     app.add_middleware(_AuditMiddleware, writer=lambda: state["audit"])
 
+    def json_response(content: Any, status_code: int = 200) -> Response:
+        # JSONResponse's bytes and headers, from the service's one compact encoder
+        body = compact(content).encode("utf-8")
+        return Response(body, status_code=status_code, media_type="application/json")
+
     def error(exc: BaseException, request: Request) -> Response:
         code = next((c for t, c in _STATUS if isinstance(exc, t)), 500)
         if code == 500 and not isinstance(exc, QueryFailedError):
@@ -182,7 +183,7 @@ def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> A
         body: dict[str, Any] = {"error": {"type": name, "message": msg}}
         if isinstance(exc, BudgetExceededError) and isinstance(exc.remaining, tuple):
             body["error"]["remaining"] = {"epsilon": exc.remaining[0], "delta": exc.remaining[1]}
-        return JSONResponse(body, status_code=code)
+        return json_response(body, status_code=code)
 
     @app.exception_handler(DPKitError)
     async def _known(request: Request, exc: DPKitError) -> Response:
@@ -229,7 +230,7 @@ def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> A
 
     def parse(buf: bytes) -> Any:
         try:
-            return json.loads(buf, parse_constant=_reject_constant)
+            return parse_strict(buf)
         except (ValueError, RecursionError) as exc:
             raise DataError(
                 "the request body is not valid JSON (NaN and Infinity are not allowed)."
@@ -303,12 +304,12 @@ def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> A
             else:
                 out = await run_in_threadpool(curator.query, p, b, idem)
         request.state.outcome = "released" if "id" in out else "free"
-        return JSONResponse(out)  # plain JSON already: no second encoding pass
+        return json_response(out)  # plain JSON already: no second encoding pass
 
     @app.get("/v1/noop", summary="Authenticate and do nothing (the service's speed limit)")
     async def noop(request: Request) -> Any:
         await who(request)
-        return JSONResponse({"ok": True})
+        return json_response({"ok": True})
 
     @app.get("/v1/datasets", summary="Public schemas of the datasets and the query types")
     async def datasets(request: Request) -> Any:

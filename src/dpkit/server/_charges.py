@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dpkit.errors import BudgetExceededError, DataError, DPKitError
+from dpkit.server._json import canonical
 from dpkit.server._sql import cost_units, from_units
 
 __all__ = [
@@ -78,7 +79,7 @@ def ask(
     idem_key: str | None,
     version: int | None,
 ) -> Ask:
-    body = json.dumps(request, sort_keys=True)
+    body = canonical(request)
     return Ask(analyst, dataset, body, cost_units(epsilon), cost_units(delta), idem_key, version)
 
 
@@ -229,7 +230,7 @@ class ChargeBatches:
                 (a.analyst, a.idem_key),
             ).fetchone()
             if row is not None:
-                if json.dumps(json.loads(row[3]), sort_keys=True) != a.body:
+                if canonical(json.loads(row[3])) != a.body:
                     raise DataError(
                         "this idempotency key was used for a different request; use a new key."
                     )

@@ -25,7 +25,6 @@ ledger, at zero cost, so that its answer is stored, audited and fetched again li
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -36,6 +35,7 @@ from typing import Any
 from dpkit.accounting import Accountant, ApproxDP
 from dpkit.errors import BudgetExceededError, DataError, DPKitError, PrivacyParameterError
 from dpkit.random import RNGLike
+from dpkit.server._json import canonical_strict
 from dpkit.server._schema import DatasetSchema, Table
 
 __all__ = ["Answer", "Meter", "Prepared", "QueryRegistry", "check_keys"]
@@ -139,7 +139,7 @@ def _price_key(name: str, entry: Any, params: Mapping[str, Any]) -> tuple[Any, .
     more than it was charged.
     """
     try:
-        return ("prepared", name, entry, json.dumps(params, sort_keys=True, allow_nan=False))
+        return ("prepared", name, entry, canonical_strict(params))
     except (TypeError, ValueError):  # not plain JSON (a caller in Python): probe every time
         return None
 
