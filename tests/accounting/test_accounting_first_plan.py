@@ -87,7 +87,7 @@ def test_equal_budgets_or_events_are_not_shared_only_identical_objects() -> None
     Accountant(b2).charge(e1)
     Accountant(b1).charge(e2)
     assert len(acc._FIRST_PLANS) == 3
-    keys = {(k[0], k[3]) for k in acc._FIRST_PLANS}
+    keys = {(k[1], k[4]) for k in acc._FIRST_PLANS}
     assert keys == {(id(b1), id(e1)), (id(b2), id(e1)), (id(b1), id(e2))}
 
 

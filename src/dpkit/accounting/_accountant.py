@@ -106,7 +106,7 @@ _C = TypeVar("_C")
 _COSTS: dict[tuple[Callable[[Event], Any], int], tuple[Event, Any]] = {}
 _COSTS_MAX = 4096
 _FIRST_PLANS: dict[
-    tuple[int, str, float, int, float | None], tuple[Guarantee, Event, _Plan | None]
+    tuple[type, int, str, float, int, float | None], tuple[Guarantee, Event, _Plan | None]
 ] = {}
 
 
@@ -329,14 +329,15 @@ class Accountant:
     def _first_plan(self, event: Event, hint: float | None) -> _Plan | None:
         """:meth:`_plan` from the empty state, remembered.
 
-        From nothing spent, the plan is a pure function of the budget, the method, the default
-        ``event_delta``, the event and the hint (``_plan_finite`` reads nothing else, and all of
-        them are immutable): a service that meters every query with a fresh accountant holding
-        its price (one budget object per price) pays for the same event object each time.
-        Found by identity of the budget and the event (both kept in the entry, so their ids
-        are not reused while remembered), never by equality; errors are not remembered.
+        From nothing spent, the plan is a pure function of the accountant's class (a subclass
+        may plan or fit differently), the budget, the method, the default ``event_delta``, the
+        event and the hint (``_plan_finite`` reads nothing else, and all of them are immutable):
+        a service that meters every query with a fresh accountant holding its price (one budget
+        object per price) pays for the same event object each time. Found by identity of the
+        budget and the event (both kept in the entry, so their ids are not reused while
+        remembered), never by equality; errors are not remembered.
         """
-        key = (id(self._budget), self._method, self._event_delta, id(event), hint)
+        key = (type(self), id(self._budget), self._method, self._event_delta, id(event), hint)
         hit = _FIRST_PLANS.get(key)
         if hit is not None and hit[0] is self._budget and hit[1] is event:
             return hit[2]

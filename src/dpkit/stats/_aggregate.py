@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -171,7 +171,9 @@ def mean_of(
 
 
 def _check_steps(agg: ClampedSum, bounds: tuple[float, float], exponent: int) -> None:
-    if agg.bounds != bounds or agg.exponent != exponent:
+    # Bit patterns, not ==: -0.0 == 0.0, but the estimate clips to the bounds, sign included.
+    same = [a.hex() for a in agg.bounds] == [b.hex() for b in bounds]
+    if not same or agg.exponent != exponent:
         raise ValueError("this aggregate was clamped to other bounds than the release's.")
 
 
@@ -202,8 +204,9 @@ class SumSteps:
 def sum_steps(
     bounds: tuple[float, float], epsilon: float, delta: float, replace: bool = False
 ) -> SumSteps:
-    """The :class:`SumSteps` of a sum over ``bounds`` at an (ε, δ) already checked
-    (:func:`~dpkit.stats._common.check_privacy`); ``replace``: replace-one neighbours."""
+    """The :class:`SumSteps` of a sum over ``bounds`` at (ε, δ); ``replace``: replace-one
+    neighbours. Refuses bad bounds or privacy parameters before anything can be charged."""
+    epsilon, delta = check_privacy(epsilon, delta)
     lo, hi = check_bounds(bounds)
     k = power_exponent((lo, hi))
     tlo, thi = _grid_of(lo, hi, k)
@@ -224,6 +227,7 @@ class ClippedMean:
     c: float
     lo: float
     hi: float
+    floats: ClassVar[bool] = True  # computes Python floats itself (see PartsBox._corners)
 
     def __call__(self, s: Any, cnt: Any) -> Any:
         if type(s) is float and type(cnt) is float:
@@ -286,9 +290,12 @@ def mean_steps(
     replace: bool = False,
     n: int | None = None,
 ) -> MeanSteps:
-    """The :class:`MeanSteps` of a mean over ``bounds`` at an (ε, δ) already checked;
-    ``replace``: replace-one neighbours; ``n``: the public record count, if any (checked and
-    warned about by the caller, :func:`release_mean`)."""
+    """The :class:`MeanSteps` of a mean over ``bounds`` at (ε, δ); ``replace``: replace-one
+    neighbours; ``n``: the public record count, if any (:func:`release_mean` also warns when δ
+    is not far below 1/n). Refuses bad bounds, privacy parameters or n before anything can be
+    charged."""
+    epsilon, delta = check_privacy(epsilon, delta)
+    n = check_n(n)
     lo, hi = check_bounds(bounds)
     k = power_exponent((lo, hi))
     tlo, thi = _grid_of(lo, hi, k)

@@ -134,11 +134,12 @@ class PartsBox:
     def _corners(self, ends: list[Any]) -> tuple[float, float]:
         """The smallest and largest finite value of the statistic at the box's corners."""
         corners = list(itertools.product(*ends))
-        if all(type(v) is float for v in corners[0] + corners[-1]):
-            # Python floats: the statistic at each corner in turn (a few corners: cheaper than
-            # arrays for an estimate that computes floats without numpy, as the mean's does)
-            with np.errstate(all="ignore"):
-                values = [float(self.exact(*pt)) for pt in corners]
+        if getattr(self.exact, "floats", False) and all(
+            type(v) is float for v in corners[0] + corners[-1]
+        ):
+            # A statistic that declares it computes Python floats (the mean's, which never
+            # raises on them): each corner in turn, cheaper than arrays for a few corners.
+            values = [float(self.exact(*pt)) for pt in corners]
         else:
             points = np.array(corners, dtype=np.float64).T
             with np.errstate(all="ignore"):
