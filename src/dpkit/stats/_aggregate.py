@@ -205,7 +205,20 @@ def sum_steps(
     bounds: tuple[float, float], epsilon: float, delta: float, replace: bool = False
 ) -> SumSteps:
     """The :class:`SumSteps` of a sum over ``bounds`` at (ε, δ); ``replace``: replace-one
-    neighbours. Refuses bad bounds or privacy parameters before anything can be charged."""
+    neighbours. Refuses bad bounds or privacy parameters before anything can be charged.
+
+    Each :meth:`SumSteps.release` is ε-DP (discrete Laplace) or (ε, δ)-DP (discrete Gaussian),
+    as :func:`release_sum`, and charges its own event.
+
+    Examples
+    --------
+    >>> from dpkit.random import seeded
+    >>> from dpkit.stats._aggregate import clamped_sum, sum_steps
+    >>> steps = sum_steps((0.0, 1.0), 1.0, 0.0)  # once per query
+    >>> r = steps.release(clamped_sum([0.5] * 1000, (0.0, 1.0)), None, seeded(0))
+    >>> bool(abs(r.value - 500) < 10)
+    True
+    """
     epsilon, delta = check_privacy(epsilon, delta)
     lo, hi = check_bounds(bounds)
     k = power_exponent((lo, hi))
@@ -293,7 +306,25 @@ def mean_steps(
     """The :class:`MeanSteps` of a mean over ``bounds`` at (ε, δ); ``replace``: replace-one
     neighbours; ``n``: the public record count, if any (:func:`release_mean` also warns when δ
     is not far below 1/n). Refuses bad bounds, privacy parameters or n before anything can be
-    charged."""
+    charged.
+
+    Each :meth:`MeanSteps.release` has :func:`release_mean`'s guarantee (ε-DP, or (ε, δ)-DP
+    with δ > 0, for the centred sum and the count together) and charges its own event.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dpkit.accounting import Accountant, PureDP
+    >>> from dpkit.random import seeded
+    >>> from dpkit.stats._aggregate import clamped_sum, mean_steps
+    >>> agg = clamped_sum(np.linspace(0, 100, 10_001), (0.0, 100.0))
+    >>> steps = mean_steps((0.0, 100.0), 0.5, 0.0)  # once per query
+    >>> acct = Accountant(PureDP(epsilon=1.0))
+    >>> [bool(abs(steps.release(agg, acct, seeded(s)).value - 50) < 1) for s in (1, 2)]
+    [True, True]
+    >>> len(acct.ledger)  # one charge per release
+    2
+    """
     epsilon, delta = check_privacy(epsilon, delta)
     n = check_n(n)
     lo, hi = check_bounds(bounds)
