@@ -26,7 +26,7 @@ from dpkit.stats._aggregate import (
 )
 from dpkit.stats._common import release_parts
 from dpkit.stats._fixed import power_exponent
-from dpkit.stats._noisy import Part
+from dpkit.stats._noisy import Part, plan
 
 _EDGES = [0.0, -0.0, 1.0, -1.0, 0.5, 2.0, 1e300, -1e300, math.inf, -math.inf, math.nan, 7.25]
 
@@ -54,13 +54,12 @@ def _direct_mean(agg, eps, dlt, rng):  # type: ignore[no-untyped-def]
     sens = max(thi - centre, centre - tlo)
     c = math.ldexp(float(centre), -k)
     parts = [Part("centred sum", -k, sens, 1.0), Part("count", 0, 1, (hi - lo) / 2 * MU)]
-    rel, _, _ = release_parts(
-        parts, [agg.total - agg.size * centre, agg.size], ClippedMean(c, lo, hi),
-        epsilon=eps, delta=dlt, accountant=None, rng=rng, statistic="mean",
+    return release_parts(
+        plan(parts, epsilon=eps, delta=dlt), [agg.total - agg.size * centre, agg.size],
+        ClippedMean(c, lo, hi), delta=dlt, accountant=None, rng=rng, statistic="mean",
         sampling_sd=lambda _v, size: (hi - lo) / 2 / math.sqrt(size), limits=(lo, hi),
         corners=True,
     )  # fmt: skip
-    return rel
 
 
 @pytest.mark.parametrize(("eps", "dlt"), [(1.0, 0.0), (0.01, 0.0), (0.5, 1e-7)])
@@ -90,9 +89,9 @@ def test_sum_steps_release_what_one_part_releases() -> None:
     steps = sum_steps(bounds, 0.3, 0.0)
     for seed in range(5):
         got = steps.release(agg, None, seeded(seed))
-        rel, _, _ = release_parts(
-            [Part("sum", -k, sens)], [agg.total], lambda t: t, epsilon=0.3, delta=0.0,
-            accountant=None, rng=seeded(seed), statistic="sum",
+        rel = release_parts(
+            plan([Part("sum", -k, sens)], epsilon=0.3, delta=0.0), [agg.total], lambda t: t,
+            delta=0.0, accountant=None, rng=seeded(seed), statistic="sum",
         )  # fmt: skip
         assert got.value == rel.value
         assert release_sum(agg, epsilon=0.3, rng=seeded(seed)).value == got.value

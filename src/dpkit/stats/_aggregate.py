@@ -24,7 +24,7 @@ from dpkit.stats._common import (
     SupportsCharge,
     charge,
     check_privacy,
-    release_planned,
+    release_parts,
     warn_large_delta,
 )
 from dpkit.stats._data import as_vector, check_bounds, check_n, refuse_empty_public
@@ -281,7 +281,7 @@ class MeanSteps:
             (s,) = pl.draw([centred], rng)
             noise = LinearNoise(((pl.parts[0], 1.0 / size),), sampling_sd=h / math.sqrt(size))
             return Release(self.estimate.c + s / size, pl.event, "mean", noise, delta=dlt)
-        rel, _ = release_planned(
+        return release_parts(
             pl,
             [centred, agg.size],
             self.estimate,
@@ -293,7 +293,6 @@ class MeanSteps:
             limits=self.bounds,
             corners=True,  # c + s / max(n, 1), clipped: monotone in s and in n
         )
-        return rel
 
 
 def mean_steps(

@@ -42,7 +42,7 @@ from dpkit.stats._common import (
 from dpkit.stats._data import FloatArray, as_vector, check_bounds, check_n, refuse_empty_public
 from dpkit.stats._events import Neighbouring, is_replace
 from dpkit.stats._fixed import check_finite
-from dpkit.stats._noisy import Part
+from dpkit.stats._noisy import Part, plan
 from dpkit.stats._release import Release
 
 __all__ = ["corr", "cov"]
@@ -164,11 +164,10 @@ def cov(
     else:
         size = float(n_pub)
         estimator = lambda su, sv, suv: f(size, su, sv, suv)  # noqa: E731
-    rel, _, _ = release_parts(
-        use,
+    rel = release_parts(
+        plan(use, epsilon=eps, delta=dlt),
         tot,
         estimator,
-        epsilon=eps,
         delta=dlt,
         accountant=accountant,
         rng=rng,
@@ -264,11 +263,10 @@ def corr(
         size = float(n_pub)
         estimator = lambda su, sv, suu, svv, suv: f(size, su, sv, suu, svv, suv)  # noqa: E731
 
-    rel, _, _ = release_parts(
-        use,
+    rel = release_parts(
+        plan(use, epsilon=eps, delta=dlt),
         tot,
         estimator,
-        epsilon=eps,
         delta=dlt,
         accountant=accountant,
         rng=rng,

@@ -15,7 +15,7 @@ from dpkit.mechanisms._base import SupportsCharge, charge
 from dpkit.random import RNGLike
 from dpkit.stats._data import FloatArray
 from dpkit.stats._fixed import VALUE_BITS, exact_int_sum
-from dpkit.stats._noisy import Part, Plan, plan
+from dpkit.stats._noisy import Part, Plan
 from dpkit.stats._release import PartsBox, Release
 
 __all__ = [
@@ -28,7 +28,6 @@ __all__ = [
     "normalise",
     "range_part",
     "release_parts",
-    "release_planned",
     "scaled_total",
     "warn_large_delta",
 ]
@@ -104,40 +103,6 @@ def gradient_weights(f: Callable[..., Any], reference: Sequence[float]) -> list[
 
 
 def release_parts(
-    parts: Sequence[Part],
-    totals: Sequence[int],
-    estimator: Callable[..., Any],
-    *,
-    epsilon: float,
-    delta: float,
-    accountant: SupportsCharge | None,
-    rng: RNGLike,
-    statistic: str,
-    sampling_sd: Callable[[Any, float], Any] | None = None,
-    limits: tuple[float, float] = (-math.inf, math.inf),
-    public_n: int | None = None,
-    exact: Callable[..., Any] | None = None,
-    corners: bool = False,
-) -> tuple[Release, Plan, tuple[float, ...]]:
-    """Plan, charge, add noise, estimate, and attach error bars (:class:`PartsBox`).
-
-    ``exact`` is the statistic as a function of the exact parts (default: ``estimator``, when the
-    estimator has no bias correction). ``sampling_sd(value, size)`` models the sampling error;
-    ``size`` is the public record count ``public_n`` when there is one, else the *noisy* count
-    (the last part): the true count is private under add/remove neighbours, and a sampling error
-    computed from it would leak it. ``corners``: the statistic is monotone along every axis
-    (see :class:`PartsBox`).
-    """
-    pl = plan(parts, epsilon=epsilon, delta=delta)
-    rel, noisy = release_planned(
-        pl, totals, estimator, delta=delta, accountant=accountant, rng=rng,
-        statistic=statistic, sampling_sd=sampling_sd, limits=limits, public_n=public_n,
-        exact=exact, corners=corners,
-    )  # fmt: skip
-    return rel, pl, noisy
-
-
-def release_planned(
     pl: Plan,
     totals: Sequence[int],
     estimator: Callable[..., Any],
@@ -151,10 +116,18 @@ def release_planned(
     public_n: int | None = None,
     exact: Callable[..., Any] | None = None,
     corners: bool = False,
-) -> tuple[Release, tuple[float, ...]]:
-    """:func:`release_parts` with the plan already made (``plan``: a pure function of public
-    parameters, which a caller may make once for many releases): charge, draw, estimate, and
-    attach the error bars. Returns the release and the noisy parts."""
+) -> Release:
+    """Charge the plan's event, add its noise to the parts' exact ``totals``, estimate, and
+    attach error bars (:class:`PartsBox`).
+
+    ``pl`` is :func:`~dpkit.stats._noisy.plan` of the parts at (ε, δ): a pure function of public
+    parameters, which a caller may make once for many releases. ``exact`` is the statistic as a
+    function of the exact parts (default: ``estimator``, when the estimator has no bias
+    correction). ``sampling_sd(value, size)`` models the sampling error; ``size`` is the public
+    record count ``public_n`` when there is one, else the *noisy* count (the last part): the true
+    count is private under add/remove neighbours, and a sampling error computed from it would
+    leak it. ``corners``: the statistic is monotone along every axis (see :class:`PartsBox`).
+    """
     charge(accountant, pl.event, statistic, delta=delta, rng=rng)
     noisy = pl.draw(totals, rng)
     value = estimator(*noisy)
@@ -163,7 +136,7 @@ def release_planned(
         size = float(public_n) if public_n is not None else max(float(noisy[-1]), 1.0)
         sd = sampling_sd(value, size)
     box = PartsBox(noisy, pl.parts, exact or estimator, sd, limits, corners)
-    return Release(_plain(value), pl.event, statistic, box, delta=delta), noisy
+    return Release(_plain(value), pl.event, statistic, box, delta=delta)
 
 
 def _plain(value: Any) -> Any:

@@ -267,11 +267,10 @@ def _variance(
             return sd_var / (2.0 * max(float(value), math.sqrt(h2) / math.sqrt(size)))
         return sd_var
 
-    rel, _, _ = release_parts(
-        parts,
+    rel = release_parts(
+        pl,
         totals,
         estimate,
-        epsilon=eps,
         delta=dlt,
         accountant=accountant,
         rng=rng,
