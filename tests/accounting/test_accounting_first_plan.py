@@ -21,6 +21,7 @@ from dpkit.accounting import (
     PureDP,
 )
 from dpkit.accounting import _accountant as acc
+from dpkit.accounting import _costs as costs
 from dpkit.errors import BudgetExceededError, PrivacyParameterError
 
 
@@ -65,7 +66,7 @@ def test_a_second_charge_is_planned_from_the_state_not_the_memo() -> None:
     a.charge(event)
     with pytest.raises(BudgetExceededError):
         a.charge(event)  # 1.5 > 1.2: refused although the first charge's plan is remembered
-    assert a.spent.epsilon == float(2 * acc._pure_cost_of(event)) and len(a.ledger) == 2
+    assert a.spent.epsilon == float(2 * costs.pure_cost_of(event)) and len(a.ledger) == 2
 
 
 def test_a_refusal_is_remembered_as_a_refusal_and_changes_nothing() -> None:
@@ -93,12 +94,12 @@ def test_equal_budgets_or_events_are_not_shared_only_identical_objects() -> None
 
 def test_the_memo_is_bounded_and_stays_right_across_clears() -> None:
     budget = PureDP(epsilon=10.0)
-    for i in range(1, acc._COSTS_MAX + 50):
+    for i in range(1, costs.MEMO_SIZE + 50):
         event = LaplaceEvent(scale=float(i))
         a = Accountant(budget)
         a.charge(event)
-        assert a.spent.epsilon == float(acc._pure_cost_of(event))
-        assert len(acc._FIRST_PLANS) <= acc._COSTS_MAX
+        assert a.spent.epsilon == float(costs.pure_cost_of(event))
+        assert len(acc._FIRST_PLANS) <= costs.MEMO_SIZE
 
 
 def test_errors_are_not_remembered() -> None:

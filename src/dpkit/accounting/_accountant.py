@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, TypeVar, cast
 
 from dpkit._checks import check_delta
-from dpkit.accounting._bounds import pure_epsilon, zcdp_rho
 from dpkit.accounting._compose import epsilon_of
-from dpkit.accounting._events import ApproxDPEvent, Event, flatten
+from dpkit.accounting._costs import (
+    IdentityMemo,
+    InfiniteCost,
+    memoised,
+    pure_cost_of,
+    rho_cost,
+    rho_for,
+)
+from dpkit.accounting._events import ApproxDPEvent, Event
 from dpkit.accounting._guarantees import ZCDP, ApproxDP, Guarantee, PureDP, _unchecked, zcdp_epsilon
 from dpkit.errors import BudgetExceededError, PrivacyParameterError
 
@@ -53,81 +58,8 @@ _METHODS: dict[type, tuple[str, ...]] = {
 }
 
 
-class _InfiniteCost(Exception):
-    """An event whose cost (ε or ρ) is infinite in floating point: it fits no budget."""
-
-
-def _rho_for(epsilon: float, delta: float) -> float:
-    """The largest ρ (to 1e-12 relative, rounded down) whose CKS conversion is within (ε, δ)."""
-    lo, hi = 0.0, epsilon
-    while zcdp_epsilon(hi, delta) <= epsilon:  # pragma: no cover - ε(ρ) ≥ ρ, so never
-        hi *= 2
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        if zcdp_epsilon(mid, delta) <= epsilon:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-13 * hi:
-            break
-    return lo
-
-
-def _rho_cost(event: Event) -> Fraction:
-    """The exact sum of the zCDP ρ of ``event``'s leaves (raises if one has no ρ)."""
-    total = Fraction(0)
-    for leaf, count in flatten(event):
-        r = zcdp_rho(leaf)
-        if r is None:
-            raise PrivacyParameterError(
-                f"{type(leaf).__name__} has no zCDP bound ({leaf!r}); use an ApproxDP budget "
-                "with method='basic'."
-            )
-        if not math.isfinite(r):
-            raise _InfiniteCost
-        total += count * Fraction(r)
-    return total
-
-
-def _pure_cost_of(event: Event) -> Fraction | None:
-    """The exact sum of the pure ε of ``event``'s leaves, or None if one is not pure ε-DP."""
-    total = Fraction(0)
-    for leaf, count in flatten(event):
-        pe = pure_epsilon(leaf)
-        if pe is None:
-            return None
-        if not math.isfinite(pe):
-            raise _InfiniteCost
-        total += count * Fraction(pe)
-    return total
-
-
-_C = TypeVar("_C")
-_COSTS: dict[tuple[Callable[[Event], Any], int], tuple[Event, Any]] = {}
-_COSTS_MAX = 4096
-_FIRST_PLANS: dict[
-    tuple[type, int, str, float, int, float | None], tuple[Guarantee, Event, _Plan | None]
-] = {}
-
-
-def _memoised(cost: Callable[[Event], _C], event: Event) -> _C:
-    """``cost(event)``, remembered for the event object itself.
-
-    A cost is a pure function of an event (a frozen dataclass validated when it is made), and
-    a service charges the very same event object for every identical query (plans are
-    memoised). Entries are found by identity (the event is kept in the entry, so its ``id`` is
-    not reused while remembered) and never by equality, so two events that compare equal but
-    differ (``1`` and ``True``) cannot share a cost. Errors are not remembered.
-    """
-    key = (cost, id(event))
-    hit = _COSTS.get(key)
-    if hit is not None and hit[0] is event:
-        return cast(_C, hit[1])
-    value = cost(event)
-    if len(_COSTS) >= _COSTS_MAX:
-        _COSTS.clear()  # (a bounded memo: rebuilt from the events charged next)
-    _COSTS[key] = (event, value)
-    return value
+_FIRST_PLANS = IdentityMemo()
+"""First plans remembered per (accountant class, budget object, method, δ's, event object)."""
 
 
 class Accountant:
@@ -221,7 +153,7 @@ class Accountant:
                     "method='zcdp' needs delta > 0 in the budget; use method='basic' for pure ε."
                 )
             if method == "zcdp":
-                self._rho_max = _rho_for(budget.epsilon, budget.delta)
+                self._rho_max = rho_for(budget.epsilon, budget.delta)
             if event_delta is None:
                 event_delta = budget.delta / 10
             elif not (0 < float(event_delta) <= budget.delta):
@@ -308,11 +240,11 @@ class Accountant:
     # -- charging ----------------------------------------------------------------------------
     @staticmethod
     def _cost_in_rho(event: Event) -> Fraction:
-        return _memoised(_rho_cost, event)
+        return memoised(rho_cost, event)
 
     @staticmethod
     def _pure_cost(event: Event) -> Fraction | None:
-        return _memoised(_pure_cost_of, event)
+        return memoised(pure_cost_of, event)
 
     def _plan(self, event: Event, hint: float | None) -> _Plan | None:
         """The state after paying ``event`` and its cost, or None if it does not fit."""
@@ -323,7 +255,7 @@ class Accountant:
     def _plan_anew(self, event: Event, hint: float | None) -> _Plan | None:
         try:
             return self._plan_finite(event, hint)
-        except _InfiniteCost:  # e.g. Laplace of scale 5e-324: ε = inf fits no budget
+        except InfiniteCost:  # e.g. Laplace of scale 5e-324: ε = inf fits no budget
             return None
 
     def _first_plan(self, event: Event, hint: float | None) -> _Plan | None:
@@ -338,14 +270,7 @@ class Accountant:
         remembered), never by equality; errors are not remembered.
         """
         key = (type(self), id(self._budget), self._method, self._event_delta, id(event), hint)
-        hit = _FIRST_PLANS.get(key)
-        if hit is not None and hit[0] is self._budget and hit[1] is event:
-            return hit[2]
-        out = self._plan_anew(event, hint)
-        if len(_FIRST_PLANS) >= _COSTS_MAX:
-            _FIRST_PLANS.clear()  # (bounded, like the costs)
-        _FIRST_PLANS[key] = (self._budget, event, out)
-        return out
+        return _FIRST_PLANS.remember(key, (self._budget, event), self._plan_anew, event, hint)
 
     def _plan_finite(self, event: Event, hint: float | None) -> _Plan | None:
         if not isinstance(event, Event):
@@ -446,7 +371,7 @@ class Accountant:
             pure = self._pure_cost(event)
         except PrivacyParameterError:
             return name
-        except _InfiniteCost:
+        except InfiniteCost:
             return f"{name}, infinite cost"
         return f"{name}, epsilon={float(pure):.6g}" if pure is not None else name
 

@@ -13,7 +13,7 @@ import numpy.typing as npt
 
 from dpkit._checks import check_delta, check_epsilon, check_positive
 from dpkit.accounting import Event, Neighbouring
-from dpkit.accounting._accountant import _rho_for
+from dpkit.accounting._costs import rho_for
 from dpkit.errors import DataError, PrivacyParameterError
 from dpkit.mechanisms._base import SupportsCharge, charge
 from dpkit.random import RNGLike, as_generator
@@ -200,7 +200,7 @@ class Synthesizer:
             if delta is None:
                 raise PrivacyParameterError("epsilon needs a delta in (0, 1) (zCDP accounting).")
             self.delta = check_delta(delta, allow_zero=False)
-            self.rho = _rho_for(eps, self.delta)
+            self.rho = rho_for(eps, self.delta)
         if neighbouring not in (Neighbouring.ADD_REMOVE, Neighbouring.REPLACE):
             raise PrivacyParameterError("neighbouring must be a dpkit.accounting.Neighbouring.")
         if (
