@@ -25,7 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from dpkit.accounting import ComposedEvent, Event, PureDPEvent, ZCDPEvent, zcdp_epsilon
+from dpkit.accounting import ComposedEvent, Event, PureDPEvent, ZCDPEvent
+from dpkit.accounting._costs import rho_for
 from dpkit.errors import PrivacyParameterError
 from dpkit.frame._aggs import Measure
 from dpkit.frame._selection import KeySelection
@@ -123,22 +124,6 @@ class NoisePlan:
             if m.measure == measure:
                 return m
         raise KeyError(measure.name)  # pragma: no cover - internal
-
-
-def rho_for(epsilon: float, delta: float) -> float:
-    """Largest ρ (to 1e-12 relative) whose zCDP→(ε, δ) conversion (CKS 2020, Cor. 13) is ≤ ε."""
-    lo, hi = 0.0, max(1.0, epsilon)
-    while zcdp_epsilon(hi, delta) <= epsilon:
-        hi *= 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if zcdp_epsilon(mid, delta) <= epsilon:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-12 * hi:
-            break
-    return lo
 
 
 def _exponent(measure: Measure, real_scale_per_unit_a: float) -> int:
