@@ -40,7 +40,6 @@ BAD_DATA: list[tuple[object, str]] = [
     (np.array([0.1, np.nan]), "NaN"),
     (np.array([0.1, np.inf]), "NaN or infinite"),
     (["a", "b"], "numeric"),
-    (np.array([0.1, 1.5]), "outside bounds"),
     (np.zeros((3, 2)), "shape"),
 ]
 
@@ -61,7 +60,7 @@ def test_values_are_not_echoed_in_errors(
 ) -> None:
     fn, kw = release
     with pytest.raises(DataError) as info:
-        fn(np.array([0.123456789, 7.654321]), bounds=(0, 1), epsilon=1.0, rng=0, **kw)
+        fn(np.array([0.123456789, 7.654321, np.nan]), bounds=(0, 1), epsilon=1.0, rng=0, **kw)
     assert "7.654" not in str(info.value) and "0.1234" not in str(info.value)
 
 

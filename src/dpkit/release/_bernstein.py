@@ -69,7 +69,7 @@ def bernstein_density(
     degree: object = None,
     n: int | None = None,
     count_fraction: float = 0.1,
-    outside: str = "raise",
+    outside: str = "clamp",
     accountant: SupportsCharge | None = None,
     rng: RNGLike = None,
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,

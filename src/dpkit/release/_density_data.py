@@ -1,9 +1,12 @@
 """Checks shared by the density releases: the public box, the records, n, and memory.
 
 Every density in :mod:`dpkit.release` lives on a public box ``Π_k [lo_k, hi_k]`` given by the
-user (``bounds=``); nothing is read from the data to set it. Records outside the box are refused
-by default (``outside="raise"``) or moved to the nearest face of the box (``outside="clamp"``);
-neither choice releases anything about how many records were outside.
+user (``bounds=``); nothing is read from the data to set it. Records outside the box are moved to
+the nearest face of the box (clamped), a per-record map, so neighbouring datasets stay neighbours
+and the sensitivity computed for records inside the box covers them; nothing about how many were
+outside is released. They are never refused: a refusal that depends on one record's value would
+reveal that value (or the record's presence) for free. Only values that have no place in any box
+(NaN) are refused, before anything is charged, and such a refusal reveals that one exists.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ __all__ = [
     "as_records",
     "check_box",
     "check_memory",
+    "check_outside",
     "check_public_n",
     "per_dim_ints",
     "to_unit",
@@ -34,7 +38,7 @@ __all__ = [
 
 FloatArray = npt.NDArray[np.float64]
 Box = tuple[tuple[float, float], ...]
-Outside = Literal["raise", "clamp"]
+Outside = Literal["clamp"]
 
 MAX_BYTES = 1 << 30
 """Largest working array a density release allocates (1 GiB) before refusing, uncharged."""
@@ -58,14 +62,31 @@ def check_box(bounds: object) -> Box:
     return tuple(check_bounds(b, f"bounds[{i}]") for i, b in enumerate(items))
 
 
-def as_records(x: object, box: Box, outside: object = "raise") -> FloatArray:
-    """The records as a float64 array of shape (n, d) inside the box; n = 0 is allowed.
+def check_outside(outside: object) -> None:
+    """The ``outside=`` parameter: only ``"clamp"`` (checked on the parameter, not the data).
+
+    ``"raise"`` (refuse data with a record outside the box) was the default once; it made the
+    call's success depend on one record's value, a membership oracle at ε = 0, so it is refused
+    as a parameter whatever the data.
+    """
+    if outside == "raise":
+        raise DataError(
+            "outside='raise' is no longer offered: refusing data because one record lies "
+            "outside the bounds reveals that record for free. Records outside the box are "
+            "clamped to it (outside='clamp', the only choice)."
+        )
+    if outside != "clamp":
+        raise DataError("outside must be 'clamp' (records outside the box are clamped to it).")
+
+
+def as_records(x: object, box: Box, outside: object = "clamp") -> FloatArray:
+    """The records as a float64 array of shape (n, d), clamped into the box; n = 0 is allowed.
 
     An empty dataset is valid under add/remove neighbours: it is answered with noise like any
-    other, since refusing it would reveal that it is empty.
+    other, since refusing it would reveal that it is empty. NaN and infinities are refused
+    (before anything is charged); that refusal reveals that the data hold one.
     """
-    if outside not in ("raise", "clamp"):
-        raise DataError(f"outside must be 'raise' or 'clamp', got {outside!r}.")
+    check_outside(outside)
     d = len(box)
     if x is None:
         raise DataError("x is None; pass an array of records (n, or n × d).")
@@ -87,15 +108,10 @@ def as_records(x: object, box: Box, outside: object = "raise") -> FloatArray:
         raise DataError("x contains NaN or infinite values; remove or impute them first.")
     lo = np.array([b[0] for b in box])
     hi = np.array([b[1] for b in box])
-    if outside == "clamp":
-        clamped: FloatArray = np.clip(arr, lo, hi)
-        return clamped
-    if np.any(arr < lo) or np.any(arr > hi):
-        raise DataError(
-            "some records lie outside bounds; widen the bounds, or pass outside='clamp' to move "
-            "them to the nearest face of the box."
-        )
-    return arr
+    # a per-record map onto the box: neighbours stay neighbours (under add/remove and under
+    # replace, n unchanged), so every sensitivity computed for records in the box holds
+    clamped: FloatArray = np.clip(arr, lo, hi)
+    return clamped
 
 
 def to_unit(data: FloatArray, box: Box) -> FloatArray:

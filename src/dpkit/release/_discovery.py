@@ -97,8 +97,20 @@ def discover_domain(
     Returns
     -------
     Domain
-        Columns in the order: known, numeric, categorical. Categories are sorted by their text,
-        so their order says nothing about their counts. Duplicate private quantiles are merged.
+        Columns in the order: known, numeric, categorical. Categories are sorted by type,
+        then value, so their order says nothing about their counts. Duplicate private
+        quantiles are merged.
+
+    Notes
+    -----
+    Categories are counted by type and value together: ``1`` and ``"1"`` are two categories,
+    and each released category is rebuilt from its type and text alone (a bool, int, float or
+    str; the text, ``str(v)``, of a value of any other type, so convert such columns to str
+    first), never taken from the record that happened to come first. Values of other types,
+    including unhashable ones such as lists, are counted by their text and never refused.
+    Values that compare equal (``True``, ``1`` and ``1.0``) are merged into one category after
+    selection. Only None and NaN are refused, before anything is charged; such a refusal
+    reveals that the column holds one.
 
     Examples
     --------
@@ -149,12 +161,15 @@ def discover_domain(
             # numpy's message would quote the offending (private) value
             raise DataError(f"column {k!r} must be numeric.") from None
         ref.encode(xf, k)  # refuses NaN and infinities before the charge
+    counts: dict[str, dict[Key, int]] = {}
     for k in cats:
         vals = np.asarray(cols[k], dtype=object).tolist()
         if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in vals):
-            raise DataError(f"column {k!r} has None or NaN values; clean them first.")
-        if not all(_hashable(v) for v in vals):
-            raise DataError(f"column {k!r} has values that cannot be categories (lists, ...).")
+            raise DataError(
+                f"column {k!r} has None or NaN values; clean them first (this refusal, made "
+                "before anything is charged, reveals that the column holds one)."
+            )
+        counts[k] = _count_keys(vals)  # before the charge: nothing here can fail after it
     if cats:
         Categorical((other,), other=other)  # a bad catch-all is refused now, not after the charge
     # Exactly what dpkit.stats.quantile draws: bins − 1 selections at ε_c/(bins − 1) each.
@@ -175,7 +190,7 @@ def discover_domain(
         edges = np.unique(np.concatenate([[lo], np.clip(inner, lo, hi), [hi]]))
         out[k] = Numeric(lo, hi, edges=tuple(float(e) for e in edges))
     for k in cats:
-        out[k] = Categorical(_select_partitions(cols[k], eps_c, delta_c, gen, other), other=other)
+        out[k] = Categorical(_select_partitions(counts[k], eps_c, delta_c, gen, other), other=other)
     return Domain(out)
 
 
@@ -187,26 +202,67 @@ def _uniform_on_grid(lo: float, hi: float, m: int, gen: np.random.Generator) -> 
     return np.sort(np.ldexp(gen.integers(a, b + 1, size=m).astype(np.float64), g))
 
 
-def _hashable(v: object) -> bool:
+Key = tuple[str, str]
+"""A category's identity: (kind, text). The released category is rebuilt from it alone."""
+
+
+def _category_key(v: object) -> Key | None:
+    """(kind, text) of one value, or None for a value that cannot even be printed.
+
+    Values are grouped by their type and text together, so ``1`` and ``"1"`` are two
+    categories, and the released category is a function of the key alone (never the value of
+    whichever record came first, which would reveal the order of the records).
+    """
+    if isinstance(v, np.generic):
+        v = v.item()
+    kind = type(v)
     try:
-        hash(v)
-    except TypeError:
-        return False
-    return True
+        if kind is bool or kind is str:
+            return (kind.__name__, str(v))
+        if kind is int:
+            # hexadecimal: decimal text of a huge int is refused by Python (int_max_str_digits)
+            return ("int", hex(v))  # type: ignore[arg-type]
+        if kind is float:
+            return ("float", float(v).hex())  # type: ignore[arg-type]
+        return ("text", str(v))
+    except Exception:  # a value whose __str__ fails: no category can hold it
+        return None
+
+
+def _category_value(key: Key) -> Any:
+    """The category released for a key: a bool, int, float or str, rebuilt from the text."""
+    kind, text = key
+    if kind == "bool":
+        return text == "True"
+    if kind == "int":
+        return int(text, 16)
+    if kind == "float":
+        return float.fromhex(text)
+    return text  # str, and the text of any other type
+
+
+def _order(key: Key) -> tuple[str, Any, str]:
+    """Sort order of the categories: by kind, then by value (numbers) or text (the rest); it
+    depends only on the keys, so the order says nothing about counts or record order."""
+    kind, text = key
+    # the text breaks ties (-0.0 and 0.0): a tie left to a stable sort would keep record order
+    return (kind, _category_value(key), text) if kind in ("int", "float") else (kind, 0, text)
+
+
+def _count_keys(values: list[Any]) -> dict[Key, int]:
+    """Records per category key, in plain Python (no value can make numpy fail here)."""
+    counts: dict[Key, int] = {}
+    for v in values:
+        key = _category_key(v)
+        if key is not None:
+            counts[key] = counts.get(key, 0) + 1
+    return counts
 
 
 def _select_partitions(
-    values: Any, epsilon: float, delta: float, gen: np.random.Generator, other: Any
+    counts: dict[Key, int], epsilon: float, delta: float, gen: np.random.Generator, other: Any
 ) -> tuple[Any, ...]:
-    # Counted by text in plain Python, so no value (a tuple, a mixed object column) can make
-    # numpy fail here, after the charge.
-    counts: dict[str, int] = {}
-    originals: dict[str, Any] = {}
-    for v in np.asarray(values, dtype=object).tolist():
-        t = str(v)
-        counts[t] = counts.get(t, 0) + 1
-        originals.setdefault(t, v)
-    keys = sorted(counts)
+    keys = sorted(counts, key=_order)
     # The scale is the exact rational 1/ε', ε' a hair below ε: the float 1.0/ε can round
     # down (ε = 3, 0.7, ...), which would make the noise ε-plus-a-bit DP. τ follows ε'.
     eps_noise = epsilon * (1.0 - 2.0**-40)
@@ -214,11 +270,13 @@ def _select_partitions(
     tau = partition_threshold(eps_noise, delta)
     noise = np.asarray(discrete_laplace(scale, size=len(keys), rng=gen))
     kept: dict[Any, None] = {}
-    for t, z in zip(keys, noise.tolist(), strict=True):
-        # Values that print differently but compare equal (1 and True, 1 and 1.0 in an object
-        # column) become one category: Categorical would refuse the duplicate after the charge.
-        if counts[t] + int(z) >= tau and originals[t] != other:
-            kept.setdefault(originals[t], None)
+    for key, z in zip(keys, noise.tolist(), strict=True):
+        value = _category_value(key)
+        # Keys whose values compare equal (True, 1 and 1.0) become one category, the first in
+        # key order (a function of the selected keys only): Categorical would refuse the
+        # duplicate after the charge.
+        if counts[key] + int(z) >= tau and value != other:
+            kept.setdefault(value, None)
     # The catch-all is always there, so that no outcome (not even "nothing cleared") needs a
     # refusal after the charge, and unselected values have somewhere to go.
-    return (*sorted(kept, key=str), other)
+    return (*kept, other)

@@ -21,10 +21,14 @@ import numpy.typing as npt
 
 from dpkit.errors import DataError
 
-__all__ = ["Categorical", "Column", "Domain", "Numeric", "table_columns"]
+__all__ = ["DROPPED", "Categorical", "Column", "Domain", "Numeric", "table_columns"]
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
+
+DROPPED = -1
+"""The code :meth:`Categorical.encode` gives a value outside its list when it has no ``other``:
+:meth:`Domain.encode` drops the records holding one."""
 
 DEFAULT_BINS = 16
 """Bins of a numeric column when none are given: 16 keeps 3-way marginals near 4,000 cells."""
@@ -180,9 +184,18 @@ class Numeric:
 class Categorical:
     """A categorical column with its public list of categories.
 
-    A value that is not one of the categories is refused (:class:`~dpkit.errors.DataError`),
-    without naming it — silently dropping it would change the count the noise was sized for —
-    unless ``other`` names one of the categories as a catch-all, which then receives it.
+    A value that is not one of the categories (including a value that cannot be one, such as a
+    list) goes to ``other`` when it names one of the categories as a catch-all; without
+    ``other``, the record holding it is dropped (:meth:`Domain.encode`). Neither is ever
+    refused: whether a release succeeds must not depend on one record's value, or the refusal
+    would reveal that a record with an unlisted category exists, at no privacy cost.
+
+    Dropping a record is a per-record filter: under add/remove neighbours a neighbour of the
+    data stays a neighbour (or becomes the same data), and under replace-one the encoded data
+    differ by at most one removed record, which moves every marginal count by at most the
+    replace-one sensitivity. The released counts never say how many records were dropped.
+    Missing values (None, NaN) have no place in any list and are refused, before anything is
+    charged; such a refusal reveals that the data hold one.
 
     Examples
     --------
@@ -191,6 +204,8 @@ class Categorical:
     3
     >>> Categorical(["a", "other"], other="other").encode(["a", "zzz"], "c").tolist()
     [0, 1]
+    >>> Categorical(["a", "b"]).encode(["a", "zzz"], "c").tolist()   # -1: the record is dropped
+    [0, -1]
     """
 
     categories: tuple[Any, ...]
@@ -220,27 +235,26 @@ class Categorical:
         return len(self.categories)
 
     def encode(self, values: object, name: str) -> IntArray:
-        """Index of each value's category; refuses values outside the list."""
+        """Index of each value's category: ``other``'s for values outside the list, else
+        :data:`DROPPED` (-1, the record is dropped); refuses only missing values."""
         arr = np.asarray(values, dtype=object)
         if arr.ndim != 1:
             raise DataError(f"column {name!r} must be 1-d.")
         index = {c: i for i, c in enumerate(self.categories)}
-        fallback = None if self.other is None else index[self.other]
+        fallback = DROPPED if self.other is None else index[self.other]
         out = np.empty(arr.size, dtype=np.int64)
         for j, v in enumerate(arr.tolist()):
+            if v is None or (isinstance(v, float) and math.isnan(v)):
+                raise DataError(
+                    f"column {name!r} has a missing value (None or NaN); no category can hold "
+                    "it, so it is refused before anything is charged. Fill or remove missing "
+                    "values first."
+                )
             try:
                 i = index.get(v)
             except TypeError:  # an unhashable value (a list, a dict): not a category
-                raise DataError(f"column {name!r} has a value that is not a category.") from None
-            missing = v is None or (isinstance(v, float) and math.isnan(v))
-            if i is None and fallback is not None and not missing:
-                i = fallback
-            if i is None:
-                raise DataError(
-                    f"column {name!r} has a missing value or one outside its declared "
-                    "categories; declare every category, or map unknown values to one first."
-                )
-            out[j] = i
+                i = None
+            out[j] = fallback if i is None else i
         return out
 
     def decode(self, cells: IntArray, gen: np.random.Generator) -> npt.NDArray[Any]:
@@ -294,14 +308,24 @@ class Domain:
         return tuple(c.cells for c in self.columns.values())
 
     def encode(self, data: object) -> IntArray:
-        """The (records × columns) matrix of cell indices of a table (see :func:`table_columns`)."""
+        """The (records × columns) matrix of cell indices of a table (see :func:`table_columns`).
+
+        Numeric values are clamped to their bounds; a record with a category outside a column's
+        list is mapped to the column's ``other`` or, without one, dropped. Only missing values
+        (None, NaN, infinities) and non-numbers in a numeric column are refused.
+        """
         cols = table_columns(data, self.names)
         if not cols:
             return np.zeros((0, len(self.names)), dtype=np.int64)
         sizes = {v.shape[0] for v in cols.values()}
         if len(sizes) != 1:
             raise DataError("every column must have the same number of records.")
-        return np.stack([self.columns[k].encode(cols[k], k) for k in self.names], axis=1)
+        codes = np.stack([self.columns[k].encode(cols[k], k) for k in self.names], axis=1)
+        # Every column is encoded (and every missing value refused) before any record is
+        # dropped, so which error is raised does not depend on the order of the checks.
+        keep = np.all(codes != DROPPED, axis=1)
+        out: IntArray = codes if bool(keep.all()) else codes[keep]
+        return out
 
     def spec(self) -> dict[str, Any]:
         """A JSON-ready description, read back by :meth:`from_spec`."""
@@ -382,8 +406,24 @@ def table_columns(
         try:
             arr = np.asarray(to_numpy() if callable(to_numpy) else col)
         except ValueError:  # ragged nested values
-            raise DataError(f"column {k!r} must be 1-d.") from None
+            arr = _object_column(col, k)
+        if arr.ndim != 1 and not isinstance(col, np.ndarray):
+            # a list whose values are themselves lists: one value per record, whatever they
+            # hold (the domain then maps or drops them); refusing here would depend on a value
+            arr = _object_column(col, k)
         if arr.ndim != 1:
             raise DataError(f"column {k!r} must be 1-d.")
         out[k] = arr
     return out
+
+
+def _object_column(col: object, name: str) -> npt.NDArray[Any]:
+    """A sequence as a 1-d object array, one element per record (nested values kept whole)."""
+    try:
+        items = list(col)  # type: ignore[call-overload]
+    except TypeError:
+        raise DataError(f"column {name!r} must be 1-d.") from None
+    arr = np.empty(len(items), dtype=object)
+    for i, v in enumerate(items):
+        arr[i] = v
+    return arr

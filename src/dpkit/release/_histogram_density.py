@@ -90,7 +90,7 @@ def histogram_density(
     atoms: object = None,
     postprocess: str = "threshold",
     count_fraction: float = 0.1,
-    outside: str = "raise",
+    outside: str = "clamp",
     accountant: SupportsCharge | None = None,
     rng: RNGLike = None,
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,
@@ -127,18 +127,24 @@ def histogram_density(
     postprocess : {"threshold", "simplex", "clamp"}
         ``"threshold"`` (default): cells whose noisy count is below τ, the level pure noise
         exceeds with probability 1/(number of cells), are set to zero (so on average at most one
-        empty cell survives), and the others are projected onto counts ≥ 0 with the released
-        total. Empty regions stay empty; the price is that cells with fewer than about τ
-        records (τ ≈ ln(cells/2)/ε for Laplace noise) are dropped. ``"simplex"``: the Euclidean
-        projection alone (Duchi et al. 2008), which zeroes cells below a data-driven common
-        threshold and removes about half of the phantom mass. ``"clamp"``: the seed's
+        empty cell survives), and the surviving cells alone are projected onto counts ≥ 0 with
+        the released total (if none survives, all cells are, as with ``"simplex"``). Cells
+        below τ keep exactly zero mass, so empty regions stay empty; the price is that cells
+        with fewer than about τ records (τ ≈ ln(cells/2)/ε for Laplace noise) are dropped.
+        ``"simplex"``: the Euclidean projection alone (Duchi et al. 2008), which zeroes cells
+        below a data-driven common threshold and removes about half of the phantom mass.
+        ``"clamp"``: the seed's
         ``max(D_j, 0)`` then renormalise, which leaves about (empty cells)·b/2 phantom records
         in empty cells (b the noise scale) and so "fills in" the empty cells (seed 000 §5.2).
         All three are post-processing and cost no privacy.
     count_fraction : float
         Share of ε for the noisy count when n is needed and not public.
-    outside : {"raise", "clamp"}
-        Records outside the box are refused (default) or moved to its nearest face.
+    outside : {"clamp"}
+        Records outside the box are moved to its nearest face (clamped), which keeps the
+        sensitivity; how many were moved is not released. They are never refused, since a
+        refusal would reveal one record's value; ``"raise"`` is no longer offered. NaN and
+        infinities are refused before anything is charged (a refusal that reveals that the
+        data hold one).
     accountant : Accountant, optional
         Charged before any noise is drawn.
     rng : None, int or numpy.random.Generator
@@ -256,10 +262,14 @@ def _postprocess(
     noisy: FloatArray, how: str, public_n: float | None, tau: float | None
 ) -> FloatArray:
     if tau is not None:
-        kept = np.where(noisy > tau, noisy, 0.0)
-        if np.any(kept > 0):
+        alive = noisy > tau
+        if np.any(alive):
             total = public_n if public_n is not None else max(float(noisy.sum()), 1.0)
-            return project_simplex(kept, total) / total
+            # Projected over the surviving cells only: a projection over all cells would add
+            # the removed mass back to the zeroed ones (phantom records in empty regions).
+            out = np.zeros(noisy.shape, dtype=np.float64)
+            out[alive] = project_simplex(noisy[alive], total) / total
+            return out
     if how == "clamp":
         kept = np.maximum(noisy, 0.0)
         total = float(kept.sum())

@@ -151,7 +151,7 @@ def kde_density(
     grid: object = None,
     n: int | None = None,
     count_fraction: float = 0.1,
-    outside: str = "raise",
+    outside: str = "clamp",
     accountant: SupportsCharge | None = None,
     rng: RNGLike = None,
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,

@@ -300,7 +300,7 @@ def ks_synthetic(
     grid: int | None = None,
     n: int | None = None,
     count_fraction: float = 0.1,
-    outside: str = "raise",
+    outside: str = "clamp",
     accountant: SupportsCharge | None = None,
     rng: RNGLike = None,
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,
@@ -318,7 +318,8 @@ def ks_synthetic(
     Parameters
     ----------
     x : array_like
-        1-d records inside ``bounds``.
+        1-d records; values outside ``bounds`` are clamped to them (``outside="clamp"``, the
+        only choice, as in :func:`~dpkit.release.histogram_density`).
     bounds : (lo, hi)
         The public interval; the grid is ``linspace(lo, hi, grid)``.
     epsilon : float

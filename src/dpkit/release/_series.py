@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import itertools
 import math
+from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
 
-from dpkit.accounting import Neighbouring
+from dpkit.accounting import Neighbouring, PureDPEvent, ZCDPEvent
+from dpkit.accounting._costs import rho_for
 from dpkit.errors import DataError
 from dpkit.mechanisms._base import SupportsCharge, charge
+from dpkit.noise import sampled_sigma
 from dpkit.random import RNGLike, as_generator
 from dpkit.release._density_data import (
     MAX_BYTES,
@@ -29,6 +32,7 @@ from dpkit.release._density_grid import (
     uniform_edges,
 )
 from dpkit.release._density_noise import (
+    SLACK,
     IntArray,
     IntegerNoise,
     fixed_point_bits,
@@ -92,7 +96,7 @@ def series_density(
     smoothness: float = 1.0,
     n: int | None = None,
     count_fraction: float = 0.1,
-    outside: str = "raise",
+    outside: str = "clamp",
     accountant: SupportsCharge | None = None,
     rng: RNGLike = None,
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,
@@ -104,8 +108,11 @@ def series_density(
 
     **Convention.** The released statistic is the vector of sums S_J = Σ_i ψ_J(U_i) (exact fixed
     point); β̃_J = S̃_J / n with the public n, or a noisy count. When n is private and the
-    degree is left to the default, the count is charged and drawn first (the degree depends on
-    it), then the coefficients are charged; the result's event composes both.
+    degree is left to the default, the degree depends on the noisy count, so the coefficients
+    are given a budget that does not depend on the degree (ε-DP, or with δ > 0 the ρ-zCDP whose
+    conversion gives (ε, δ)) and their noise is calibrated to it after the count is drawn. The
+    whole release (count and coefficients) is charged once, before any noise is drawn; the
+    result's event composes both.
 
     One record adds or removes ψ_J(x), so the ℓ1 sensitivity is Σ_J sup|ψ_J| (= m·c0 with
     c0 = √2 in 1-d) under add/remove and twice that under replace; ℓ2: (Σ_J sup|ψ_J|²)^{1/2},
@@ -169,16 +176,17 @@ def series_density(
         charge(accountant, event, "series density", delta=dlt)
         n_hat = count.value(data.shape[0], gen)
     else:
-        # The degree is a function of the noisy n and the noise of the degree, so the count is
-        # charged and drawn first; if the accountant then refuses the coefficients, only the
-        # count's share was spent and nothing was released.
-        assert count.noise is not None
-        charge(accountant, count.noise.event, "series density: record count")
+        # The degree is a function of the noisy n, so the coefficients' sensitivity is not
+        # known before the count is drawn. The whole release is still charged once, up front:
+        # the coefficients get a budget that does not depend on the degree (ε·(1 − 2⁻⁴⁰)-DP,
+        # or the ρ-zCDP whose conversion gives (ε, δ)), and their noise is calibrated to it
+        # once the degree is known. A refused charge spends nothing and draws nothing.
+        budget = _budget(eps_s, dlt)
+        event = total_event(count, budget)
+        charge(accountant, event, "series density", delta=dlt)
         n_hat = count.value(data.shape[0], gen)
         m = _fitting_degree(series_degree(n_hat, d, eps_s, smoothness), d)
-        bits, caps, noise = _plan(m, factor, eps_s, dlt)
-        charge(accountant, noise.event, "series density: coefficients", delta=dlt)
-        event = total_event(count, noise.event)
+        bits, caps, noise = _plan(m, factor, eps_s, dlt, budget=budget)
     sums = _sums(to_unit(data, box), m, bits, caps)
     noisy = sums + noise.draw(sums.size, gen)
     beta = noisy.astype(np.float64) / (math.ldexp(n_hat, bits))
@@ -214,17 +222,42 @@ def _fitting_degree(side: int, d: int) -> tuple[int, ...]:
     return tuple(side for _ in range(d))
 
 
+def _budget(eps: float, dlt: float) -> PureDPEvent | ZCDPEvent:
+    """What the coefficients cost whatever their degree: ε-DP (δ = 0) or ρ-zCDP (δ > 0)."""
+    if dlt == 0.0:
+        return PureDPEvent(epsilon=eps * SLACK)
+    return ZCDPEvent(rho=rho_for(eps * SLACK, dlt))
+
+
 def _plan(
-    m: tuple[int, ...], factor: int, eps: float, dlt: float
+    m: tuple[int, ...],
+    factor: int,
+    eps: float,
+    dlt: float,
+    *,
+    budget: PureDPEvent | ZCDPEvent | None = None,
 ) -> tuple[int, IntArray, IntegerNoise]:
-    """Fixed-point bits, per-coefficient caps and the calibrated noise for degree ``m``."""
+    """Fixed-point bits, per-coefficient caps and the calibrated noise for degree ``m``.
+
+    With ``budget`` (an event charged before ``m`` was known) the noise is calibrated to it:
+    discrete Laplace of scale ℓ1/ε' is exactly ε'-DP whatever ℓ1, and discrete Gaussian noise of
+    σ ≥ ℓ2/√(2ρ) is ρ-zCDP (Canonne, Kamath and Steinke 2020, Thm 4), σ rounded up to one the
+    exact sampler uses.
+    """
     sup = np.array([2.0 ** (sum(1 for v in j if v) / 2) for j in _indices(m)])
     real = float(sup.sum()) if dlt == 0.0 else float(np.sqrt(np.sum(sup**2)))
     bits = fixed_point_bits(factor * real, eps, dlt)
     caps = np.ceil(sup * 2.0**bits).astype(np.int64)
     l1 = factor * int(caps.sum())
     l2 = math.nextafter(factor * math.sqrt(float(np.sum(caps.astype(np.float64) ** 2))), math.inf)
+    if isinstance(budget, ZCDPEvent):
+        sigma = sampled_sigma(math.nextafter(l2 / math.sqrt(2.0 * budget.rho), math.inf))
+        while l2 * l2 / (2.0 * sigma * sigma) > budget.rho:  # float rounding: never below
+            sigma = sampled_sigma(math.nextafter(sigma, math.inf))
+        return bits, caps, IntegerNoise("gaussian", Fraction(sigma), budget, l1, l2)
     noise = integer_noise(l1=l1, l2=l2, dimension=int(caps.size), epsilon=eps, delta=dlt)
+    if budget is not None:  # ℓ1/scale is exactly the float ε·SLACK the budget names
+        noise = IntegerNoise(noise.kind, noise.scale, budget, l1, l2)
     return bits, caps, noise
 
 

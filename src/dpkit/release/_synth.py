@@ -260,9 +260,13 @@ class Synthesizer:
         Parameters
         ----------
         data : DataFrame (pandas or Polars), mapping of columns, or 2-d array
-            The private table. Numeric values are clamped to their bounds; NaN, None,
-            infinities and categories outside the domain are refused before anything is
-            charged. An empty table is valid and answered with noise.
+            The private table. Numeric values are clamped to their bounds; a category outside
+            a column's list goes to its ``other`` or, without one, the record is dropped
+            (:class:`Categorical`: the sensitivities cover both relations). Neither is ever
+            refused, so whether the fit succeeds does not depend on any record's value. Only
+            missing values (NaN, None, infinities) and non-numbers in a numeric column are
+            refused, before anything is charged; such a refusal reveals that the table holds
+            one. An empty table is valid and answered with noise.
         accountant : Accountant, optional
             Charged :attr:`event` before any noise is drawn.
         rng : None, int or numpy.random.Generator
