@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dpkit.accounting import Accountant, ApproxDP, Neighbouring
 from dpkit.errors import DataError
@@ -240,3 +242,67 @@ def test_audit_of_a_replaced_record_that_is_clamped() -> None:
     r = epsilon_lower_bound(mech, d0, d1, trials=1200, rng=4)
     print(r)
     assert 0.2 < r.epsilon <= 1.0, r
+
+
+ANY_FLOAT = st.floats(allow_nan=False, allow_infinity=False)  # NaN/inf: no place, refused
+IN_BOX = st.floats(min_value=0.0, max_value=1.0)
+
+
+@settings(max_examples=15, deadline=None, derandomize=True, database=None)
+@given(
+    base=st.lists(IN_BOX, min_size=0, max_size=6),
+    odd=ANY_FLOAT,
+    name=st.sampled_from(sorted(DENSITIES)),
+    relation=st.sampled_from([ADD, REPLACE]),
+)
+def test_property_one_record_never_changes_the_outcome(
+    base: list[float], odd: float, name: str, relation: Neighbouring
+) -> None:
+    # Any finite value, in or out of the box, added to (or replacing a record of) any small
+    # dataset: the same outcome as without it.
+    fn, kw = DENSITIES[name]
+    if relation is REPLACE and not base:
+        base = [0.5]
+    other = [*base, odd] if relation is ADD else [*base[:-1], odd]
+
+    def run(x: list[float]) -> tuple[str, type[BaseException] | None]:
+        acct = Accountant(ApproxDP(epsilon=10.0, delta=1e-3))
+        arr = np.array(x, dtype=np.float64)
+        return _outcome(
+            lambda: fn(
+                arr,
+                bounds=(0, 1),
+                epsilon=1.0,
+                neighbouring=relation,
+                accountant=acct,
+                rng=seeded(0),
+                **kw,
+            )
+        )
+
+    assert run(other) == run(base)
+
+
+CATEGORY_VALUES = st.one_of(
+    st.sampled_from(["a", "b"]),
+    st.text(max_size=3),
+    st.integers(),
+    st.booleans(),
+    st.tuples(st.integers()),
+    st.lists(st.integers(), max_size=2),
+)
+
+
+@settings(max_examples=15, deadline=None, derandomize=True, database=None)
+@given(
+    cat=CATEGORY_VALUES,
+    x=ANY_FLOAT,
+    method=st.sampled_from(["independent", "mst", "aim"]),
+    relation=st.sampled_from([ADD, REPLACE]),
+)
+def test_property_one_record_never_changes_the_synthesizer_outcome(
+    cat: object, x: float, method: str, relation: Neighbouring
+) -> None:
+    syn = Synthesizer(DOM, rho=0.5, method=method, neighbouring=relation)
+    base = _outcome(lambda: syn.fit(BASE_TABLE, rng=0))
+    assert _outcome(lambda: syn.fit(_neighbour((cat, x), relation), rng=0)) == base
