@@ -67,7 +67,9 @@ class Numeric:
     Notes
     -----
     Out-of-range values are clamped to ``[lo, hi]``, as every dpkit statistic clamps; how many
-    were clamped is not reported (that count is itself private). NaN and infinities are refused.
+    were clamped is not reported (that count is itself private). NaN, None, infinities and
+    non-numbers have no place in the column and are refused, before anything is charged; such a
+    refusal reveals that the data hold one.
 
     Examples
     --------
