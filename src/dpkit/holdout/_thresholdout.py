@@ -49,6 +49,11 @@ class Thresholdout:
     When the budget is spent further queries are refused (:class:`~dpkit.errors.
     BudgetExceededError`); the analyst should then get a fresh holdout.
 
+    Its public attributes are the price (``event``, ``epsilon``), the ``budget`` and two counts
+    the answers themselves show (``queries``, ``remaining``). It keeps the holdout and the noisy
+    threshold to answer, so it cannot be pickled or copied (a copy would also spend its budget
+    twice): keep its answers, which are the private output.
+
     Privacy guarantee: the holdout is ε-DP (replace one holdout record; n_h is public) with
     ``ε = 2·budget·Δ/σ``, Δ = (high − low)/n_h (plus the grid's rounding, see
     :func:`dpkit.noise.rounded_sensitivity`): the sparse vector technique, ε₁ = Δ/σ per
@@ -125,6 +130,15 @@ class Thresholdout:
         if accountant is not None:
             accountant.charge(self.event, label="Thresholdout")
         self._noisy_threshold = self._draw_threshold()
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # A Thresholdout holds the holdout set and the current noisy threshold (secret: the
+        # sparse vector technique's guarantee assumes it unseen); a pickle would carry both
+        # away, and a copy would fork the mechanism so that its budget could be spent twice.
+        raise TypeError(
+            "a Thresholdout holds its holdout set and secret state: it cannot be pickled or "
+            "copied; keep the answers it gave (they are the private output), not the object."
+        )
 
     # -- what it costs and how much is left -------------------------------------------------
     @property

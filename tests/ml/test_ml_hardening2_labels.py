@@ -1,0 +1,79 @@
+"""Labels outside the declared classes are dropped, never refused (no free membership oracle).
+
+A classifier's label set is a public parameter (``classes=``). A record whose label is not among
+the declared classes has no place in the model's domain: it is dropped before anything is
+computed, exactly as if it were absent, so under add/remove neighbours the sensitivity already
+covers it. Refusing the fit instead (as the estimators did) made *whether ``fit`` succeeds* depend
+on one record's label, before any charge: a membership test at ε = 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from dpkit.accounting import Accountant, ApproxDP
+from dpkit.errors import PrivacyParameterError
+from dpkit.ml import GaussianNB, LogisticRegression
+
+G = np.random.default_rng(20)
+X = G.uniform(-0.5, 0.5, (120, 3))
+Y = (X[:, 0] > 0).astype(np.int64)
+
+
+def _classifiers() -> list[Any]:
+    return [
+        LogisticRegression(epsilon=1.0, data_norm=1.0, classes=[0, 1], rng=3),
+        LogisticRegression(epsilon=1.0, delta=1e-6, data_norm=1.0, classes=[0, 1],
+                           method="dpsgd", epochs=1, batch_size=20, n_samples=120, rng=3),
+        GaussianNB(epsilon=1.0, bounds=(-1, 1), classes=[0, 1], rng=3),
+    ]  # fmt: skip
+
+
+def _fitted_state(est: Any) -> list[np.ndarray]:
+    names = ("coef_", "intercept_", "theta_", "var_", "class_count_", "class_prior_")
+    return [np.asarray(getattr(est, a)) for a in names if hasattr(est, a)]
+
+
+# Each extra record's label has no place among the declared classes [0, 1]: another integer,
+# a fraction (which made the estimators see a "continuous" target and refuse), a negative one.
+OUTSIDE = [2, 0.5, -1, 7.0]
+
+
+@pytest.mark.parametrize("est", _classifiers(), ids=lambda e: f"{type(e).__name__}-{e.method}"
+                         if hasattr(e, "method") else type(e).__name__)  # fmt: skip
+@pytest.mark.parametrize("label", OUTSIDE)
+def test_a_record_outside_the_classes_is_dropped_not_refused(est: Any, label: float) -> None:
+    # Neighbours: D, and D plus one record whose label is outside the classes. Both fits must
+    # succeed, both must charge, and since that record is dropped before anything is computed,
+    # the same seed gives the very same model: the record has no effect at all.
+    x_extra = np.array([[0.4, -0.4, 0.1]])
+    y_plus = np.append(Y.astype(np.float64), label)
+    acct = Accountant(ApproxDP(epsilon=100.0, delta=1e-3))
+    base = est.set_params(accountant=acct).fit(X, Y.astype(np.float64))
+    state = _fitted_state(base)
+    plus = est.fit(np.vstack([X, x_extra]), y_plus)
+    for a, b in zip(state, _fitted_state(plus), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert len(acct.ledger) == 2  # both fits were charged
+    np.testing.assert_array_equal(plus.classes_, [0, 1])
+
+
+@pytest.mark.parametrize("est", _classifiers()[::2], ids=lambda e: type(e).__name__)
+def test_labels_of_another_type_are_dropped_not_refused(est: Any) -> None:
+    # A string label among integer classes: y becomes an array of strings, none of which is a
+    # declared class. The fit still succeeds (it is a fit on no labelled record, i.e. noise):
+    # the outcome must not depend on a record's value.
+    y = [*Y.tolist(), "z"]
+    est.fit(np.vstack([X, [[0.0, 0.0, 0.0]]]), y)
+    assert np.all(np.isfinite(np.concatenate([np.ravel(s) for s in _fitted_state(est)])))
+
+
+def test_classes_that_cannot_be_ordered_are_a_parameter_error() -> None:
+    # The error depends on the parameter only (raised even with no data at all).
+    with pytest.raises(PrivacyParameterError, match="classes"):
+        GaussianNB(epsilon=1.0, bounds=(-1, 1), classes=[0, "a"]).fit(X, Y)
+    with pytest.raises(PrivacyParameterError, match="classes"):
+        GaussianNB(epsilon=1.0, bounds=(-1, 1), classes=[[0, 1], [1, 2]]).fit(X, Y)
