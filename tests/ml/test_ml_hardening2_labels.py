@@ -77,3 +77,59 @@ def test_classes_that_cannot_be_ordered_are_a_parameter_error() -> None:
         GaussianNB(epsilon=1.0, bounds=(-1, 1), classes=[0, "a"]).fit(X, Y)
     with pytest.raises(PrivacyParameterError, match="classes"):
         GaussianNB(epsilon=1.0, bounds=(-1, 1), classes=[[0, 1], [1, 2]]).fit(X, Y)
+
+
+def _every_estimator() -> list[tuple[Any, str]]:
+    from dpkit.ml import PCA, KMeans, LinearRegression, StandardScaler
+
+    return [
+        (LinearRegression(epsilon=1.0, delta=1e-6, data_norm=1.0, bounds_y=(-1, 1), rng=3),
+         "regression"),
+        *[(est, "classes") for est in _classifiers()],
+        (StandardScaler(epsilon=1.0, bounds=(-1, 1), rng=3), "none"),
+        (PCA(epsilon=1.0, delta=1e-6, data_norm=1.0, rng=3), "none"),
+        (KMeans(n_clusters=2, epsilon=1.0, bounds=(-1, 1), rng=3), "none"),
+    ]  # fmt: skip
+
+
+# One extra record built to hit each data check a fit could make on a value: features far
+# outside any bound or norm, a target far outside bounds_y, a label outside the classes.
+EXTREMES = [
+    ([1e300, -1e300, 5.0], 0.0),
+    ([0.0, 0.0, 0.0], 1e300),
+    ([0.0, 0.0, 0.0], -3.0),
+    ([-7.0, 7.0, 0.0], 2.5),
+]
+
+
+@pytest.mark.parametrize("est, kind", _every_estimator(),
+                         ids=lambda v: v if isinstance(v, str) else type(v).__name__)  # fmt: skip
+@pytest.mark.parametrize("extra", EXTREMES, ids=["features", "target", "negative", "both"])
+def test_a_fit_succeeds_on_both_neighbours_whatever_the_extra_record(
+    est: Any, kind: str, extra: tuple[list[float], float]
+) -> None:
+    # Whether fit succeeds (and which error it raises) must not depend on a record's value:
+    # D and D plus one extreme record both fit and both charge.
+    acct = Accountant(ApproxDP(epsilon=100.0, delta=1e-3))
+    est.set_params(accountant=acct)
+    x_extra, y_extra = extra
+    X1 = np.vstack([X, [x_extra]])
+    y0 = Y.astype(np.float64) if kind != "regression" else X @ [0.3, -0.2, 0.1]
+    y1 = np.append(y0, y_extra)
+    for Xd, yd in ((X, y0), (X1, y1)):
+        est.fit(Xd) if kind == "none" else est.fit(Xd, yd)
+    assert len(acct.ledger) == 2
+
+
+def test_a_huge_row_is_scaled_to_the_norm_not_to_zero() -> None:
+    # A finite row whose squared norm overflows was scaled to 0 (its norm was inf); clipping
+    # must bring it to the sphere of radius data_norm, like any other row outside it.
+    from dpkit.ml._base import clip_rows
+
+    rows = np.array([[1e300, -1e300, 5.0], [3.0, 4.0, 0.0], [0.1, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    out = clip_rows(rows, 1.0)
+    lengths = np.linalg.norm(out, axis=1)
+    np.testing.assert_allclose(lengths[:2], 1.0, rtol=1e-9)
+    assert np.all(lengths <= 1.0)
+    np.testing.assert_allclose(out[0], [2**-0.5, -(2**-0.5), 0.0], atol=1e-12)
+    np.testing.assert_allclose(out[2:], rows[2:], rtol=1e-11)

@@ -290,10 +290,16 @@ def clip_rows(X: FloatArray, norm: float) -> FloatArray:
     """Scale each row down to ℓ2 norm at most ``norm`` (rows inside the ball are unchanged)."""
     if X.size == 0:
         return X.copy()
-    lengths = np.sqrt(np.einsum("ij,ij->i", X, X))
-    factor = np.minimum(1.0, norm / np.maximum(lengths, np.finfo(np.float64).tiny))
+    # Norms are taken of each row divided by its largest |entry|, so that a huge but finite
+    # row (1e300) is scaled down to the sphere instead of overflowing to a norm of inf (and
+    # then to zero): a value outside the domain is clipped, never refused or distorted.
+    big = np.max(np.abs(X), axis=1)
+    unit = X / np.where(big > 0, big, 1.0)[:, None]
+    r = np.sqrt(np.einsum("ij,ij->i", unit, unit))  # in [1, √d] for a non-zero row
+    outside = big > norm / np.where(r > 0, r, 1.0)  # ‖x‖ = big·r > norm, without overflow
     # the product can exceed the bound by an ulp; shrink by a relative 1e-12 to be safe
-    out: FloatArray = X * (factor * (1 - 1e-12))[:, None]
+    scaled = unit * (norm / np.where(r > 0, r, 1.0) * (1 - 1e-12))[:, None]
+    out: FloatArray = np.where(outside[:, None], scaled, X * (1 - 1e-12))
     return out
 
 
