@@ -3,7 +3,13 @@
 The estimators follow scikit-learn's conventions: ``__init__`` stores keyword-only parameters and
 checks nothing; ``fit`` checks everything (privacy parameters, declared bounds, then the data),
 builds its mechanisms, charges their composed event to the accountant, and only then looks at
-the data's values beyond their shape and finiteness.
+the data's values beyond their shape and finiteness (and, for a classifier, whether a label is a
+declared class: records with other labels are dropped, which changes no outcome).
+
+The rule every check here follows: whether ``fit`` succeeds, and which error it raises, depends
+on the parameters and the shape of the data, never on a record's value. Values outside the
+declared domain are clipped (bounds, norms) or dropped (labels); only values with no place in
+any domain (NaN, infinities, text where a number is expected) are refused, before any charge.
 """
 
 from __future__ import annotations

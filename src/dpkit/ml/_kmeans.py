@@ -174,6 +174,7 @@ class KMeans(ClusterMixin, TransformerMixin, PrivateEstimator):  # type: ignore[
         return out
 
     def score(self, X: object, y: object = None) -> float:
-        """Opposite of the sum of squared distances to the nearest centre (as scikit-learn)."""
+        """Opposite of the sum of squared distances to the nearest centre (as scikit-learn);
+        on the training records it is an answer about them, not a private release."""
         d = self.transform(X)
         return -float(np.sum(np.min(d, axis=1) ** 2))
