@@ -246,6 +246,11 @@ def check_xy(estimator: Any, X: object, y: object) -> tuple[FloatArray, npt.NDAr
             f"{type(estimator).__name__} requires y to be passed, but the target y is None."
         )
     y_arr = np.asarray(y)
+    if y_arr.dtype.kind in "US" and not hasattr(y, "dtype"):
+        # NumPy reads the list [0, 1, "a"] as the strings "0", "1", "a": one record would
+        # change how every other label is read (and drop them all). Each label is kept as
+        # given, so that it is matched to the declared classes on its own.
+        y_arr = np.array(y, dtype=object)
     if y_arr.ndim == 2 and y_arr.shape[1] == 1:
         from sklearn.exceptions import DataConversionWarning  # type: ignore[import-untyped]
 
