@@ -22,12 +22,31 @@ Query = Callable[[Any], Any]
 
 
 def _records(data: object, name: str) -> npt.NDArray[Any]:
+    """The records as an array, each read as it is.
+
+    NumPy reads a list holding one string among numbers as strings throughout, and refuses a
+    list whose records differ in length: one record would change how every other record is read
+    (or refuse them all). So a list that NumPy would turn into strings is read as objects, and a
+    ragged one as a 1-d array of records: a query then fails on (or reads) one record alone.
+    An array given as an array is taken as it is.
+    """
     if data is None:
         raise DataError(f"{name} is None; pass an array of records (one per row).")
-    try:
-        arr = np.asarray(data)
-    except (TypeError, ValueError):
-        raise DataError(f"{name} must be an array of records.") from None
+    if isinstance(data, np.ndarray):
+        arr = data
+    else:
+        try:
+            arr = np.asarray(data)
+            if arr.dtype.kind in "US":
+                arr = np.array(data, dtype=object)
+        except (TypeError, ValueError):
+            try:
+                items = list(data)  # type: ignore[call-overload]
+            except TypeError:
+                raise DataError(f"{name} must be an array of records.") from None
+            arr = np.empty(len(items), dtype=object)
+            for i, item in enumerate(items):
+                arr[i] = item
     if arr.ndim == 0:
         raise DataError(f"{name} must be an array of records, one per row (or entry).")
     return arr
