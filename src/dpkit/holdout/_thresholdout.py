@@ -22,12 +22,31 @@ Query = Callable[[Any], Any]
 
 
 def _records(data: object, name: str) -> npt.NDArray[Any]:
+    """The records as an array, each read as it is.
+
+    NumPy reads a list holding one string among numbers as strings throughout, and refuses a
+    list whose records differ in length: one record would change how every other record is read
+    (or refuse them all). So a list that NumPy would turn into strings is read as objects, and a
+    ragged one as a 1-d array of records: a query then fails on (or reads) one record alone.
+    An array given as an array is taken as it is.
+    """
     if data is None:
         raise DataError(f"{name} is None; pass an array of records (one per row).")
-    try:
-        arr = np.asarray(data)
-    except (TypeError, ValueError):
-        raise DataError(f"{name} must be an array of records.") from None
+    if isinstance(data, np.ndarray):
+        arr = data
+    else:
+        try:
+            arr = np.asarray(data)
+            if arr.dtype.kind in "US":
+                arr = np.array(data, dtype=object)
+        except (TypeError, ValueError):
+            try:
+                items = list(data)  # type: ignore[call-overload]
+            except TypeError:
+                raise DataError(f"{name} must be an array of records.") from None
+            arr = np.empty(len(items), dtype=object)
+            for i, item in enumerate(items):
+                arr[i] = item
     if arr.ndim == 0:
         raise DataError(f"{name} must be an array of records, one per row (or entry).")
     return arr
@@ -48,6 +67,11 @@ class Thresholdout:
 
     When the budget is spent further queries are refused (:class:`~dpkit.errors.
     BudgetExceededError`); the analyst should then get a fresh holdout.
+
+    Its public attributes are the price (``event``, ``epsilon``), the ``budget`` and two counts
+    the answers themselves show (``queries``, ``remaining``). It keeps the holdout and the noisy
+    threshold to answer, so it cannot be pickled or copied (a copy would also spend its budget
+    twice): keep its answers, which are the private output.
 
     Privacy guarantee: the holdout is ε-DP (replace one holdout record; n_h is public) with
     ``ε = 2·budget·Δ/σ``, Δ = (high − low)/n_h (plus the grid's rounding, see
@@ -125,6 +149,15 @@ class Thresholdout:
         if accountant is not None:
             accountant.charge(self.event, label="Thresholdout")
         self._noisy_threshold = self._draw_threshold()
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # A Thresholdout holds the holdout set and the current noisy threshold (secret: the
+        # sparse vector technique's guarantee assumes it unseen); a pickle would carry both
+        # away, and a copy would fork the mechanism so that its budget could be spent twice.
+        raise TypeError(
+            "a Thresholdout holds its holdout set and secret state: it cannot be pickled or "
+            "copied; keep the answers it gave (they are the private output), not the object."
+        )
 
     # -- what it costs and how much is left -------------------------------------------------
     @property

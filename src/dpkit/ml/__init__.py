@@ -3,7 +3,11 @@
 Every estimator takes its privacy parameters and data bounds as keyword arguments, checks
 them in ``fit`` (a missing bound is an error: dpkit never reads bounds from the data), charges
 the composed event of the whole fit to the ``accountant`` it was given *before* releasing
-anything, and exposes what it cost as ``event_``. Seed 003 ("Differential Privacy and Machine
+anything, and exposes what it cost as ``event_``. Every attribute of a fitted model is a DP
+output or a public parameter (nothing per record, no exact count); a classifier's label set is
+the declared ``classes``, and records with other labels are dropped, never refused. Per-record
+answers (``predict``, ``fit_predict``, ...) are given only on request and, on the training
+records, are not private. Seed 003 ("Differential Privacy and Machine
 Learning") motivates the layer. See ``docs/ml.md``.
 
 * :class:`LinearRegression` — AdaSSP (Wang 2018), (ε, δ)-DP;

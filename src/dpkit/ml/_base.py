@@ -3,7 +3,13 @@
 The estimators follow scikit-learn's conventions: ``__init__`` stores keyword-only parameters and
 checks nothing; ``fit`` checks everything (privacy parameters, declared bounds, then the data),
 builds its mechanisms, charges their composed event to the accountant, and only then looks at
-the data's values beyond their shape and finiteness.
+the data's values beyond their shape and finiteness (and, for a classifier, whether a label is a
+declared class: records with other labels are dropped, which changes no outcome).
+
+The rule every check here follows: whether ``fit`` succeeds, and which error it raises, depends
+on the parameters and the shape of the data, never on a record's value. Values outside the
+declared domain are clipped (bounds, norms) or dropped (labels); only values with no place in
+any domain (NaN, infinities, text where a number is expected) are refused, before any charge.
 """
 
 from __future__ import annotations
@@ -159,15 +165,36 @@ def check_box(value: object, name: str, n_features: int) -> tuple[FloatArray, Fl
 
 
 def check_classes(value: object) -> npt.NDArray[Any]:
-    """The declared classes: at least two distinct labels, given by the user."""
+    """The declared classes: at least two distinct labels, all numbers or all strings.
+
+    The label set is a public parameter: it is never read from the data (which labels occur is
+    itself private), and this check looks at nothing else, so its errors reveal no record.
+    """
     if value is None:
         raise PrivacyParameterError(
             "classes is required: list every label the model may see (e.g. classes=[0, 1]); "
             "reading them from the data would reveal rare labels."
         )
-    arr = np.asarray(value)
-    if arr.ndim != 1 or arr.size < 2 or np.unique(arr).size != arr.size:
-        raise PrivacyParameterError("classes must be a list of at least two distinct labels.")
+    shape_error = PrivacyParameterError(
+        "classes must be a list of at least two distinct labels, all numbers or all strings."
+    )
+    try:
+        if isinstance(value, str | bytes):
+            raise TypeError
+        items = list(value)  # type: ignore[call-overload]
+    except TypeError:
+        raise shape_error from None
+    numeric = all(isinstance(c, numbers.Real) and not isinstance(c, str) for c in items)
+    textual = all(isinstance(c, str) for c in items)
+    if len(items) < 2 or not (numeric or textual):
+        raise shape_error
+    arr = np.asarray(items)
+    if numeric and arr.dtype.kind not in "iub":  # mixed ints and floats, or huge ints
+        arr = arr.astype(np.float64)
+        if not np.all(np.isfinite(arr)):
+            raise PrivacyParameterError("classes must be finite numbers (or strings).")
+    if np.unique(arr).size != arr.size:
+        raise shape_error
     return np.sort(arr)
 
 
@@ -219,6 +246,11 @@ def check_xy(estimator: Any, X: object, y: object) -> tuple[FloatArray, npt.NDAr
             f"{type(estimator).__name__} requires y to be passed, but the target y is None."
         )
     y_arr = np.asarray(y)
+    if y_arr.dtype.kind in "US" and not hasattr(y, "dtype"):
+        # NumPy reads the list [0, 1, "a"] as the strings "0", "1", "a": one record would
+        # change how every other label is read (and drop them all). Each label is kept as
+        # given, so that it is matched to the declared classes on its own.
+        y_arr = np.array(y, dtype=object)
     if y_arr.ndim == 2 and y_arr.shape[1] == 1:
         from sklearn.exceptions import DataConversionWarning  # type: ignore[import-untyped]
 
@@ -234,41 +266,51 @@ def check_xy(estimator: Any, X: object, y: object) -> tuple[FloatArray, npt.NDAr
     return Xc, yc
 
 
-def encode_labels(y: npt.NDArray[Any], classes: npt.NDArray[Any]) -> npt.NDArray[np.intp]:
-    """Indices of ``y`` in the declared classes; a label outside them is an error (no leak:
-    the message does not say which)."""
-    from sklearn.utils.multiclass import type_of_target  # type: ignore[import-untyped]
+def encode_labels(
+    y: npt.NDArray[Any], classes: npt.NDArray[Any]
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.intp]]:
+    """Which records have a declared label, and its index in ``classes`` (for those records).
 
-    if y.size and type_of_target(y) == "continuous":
-        raise DataError(
-            "Unknown label type: continuous. A classifier needs labels from its declared classes."
-        )
-    try:
-        same_kind = y.dtype.kind == classes.dtype.kind or (
-            y.dtype.kind in "iuf" and classes.dtype.kind in "iuf"
-        )
-        if not same_kind:
-            raise TypeError
-        idx = np.searchsorted(classes, y)
-    except TypeError:
-        raise DataError("y holds labels of another type than the declared classes.") from None
-    idx = np.clip(idx, 0, classes.size - 1)
-    if y.size and not np.all(classes[idx] == y):
-        raise DataError(
-            "y holds labels outside the declared classes; declare every label in classes=... "
-            "(records are never silently dropped, and the label is not echoed)."
-        )
-    return idx.astype(np.intp)
+    A label that is not a declared class (another value, a fraction, a string among numeric
+    classes) has no place in the model's domain: its record is *dropped*, exactly as if it were
+    absent. Under add/remove neighbours that is a stable step (each record is kept or dropped
+    on its own value), so the mechanisms' sensitivities already cover it. Nothing is refused
+    here: whether ``fit`` succeeds must not depend on a record's label (a refusal before any
+    charge would tell whether some record has an undeclared label, for free).
+    """
+    n = y.shape[0]
+    both_numeric = y.dtype.kind in "iufb" and classes.dtype.kind in "iufb"
+    both_text = y.dtype.kind == "U" and classes.dtype.kind == "U"
+    if n and (both_numeric or both_text):
+        idx = np.clip(np.searchsorted(classes, y), 0, classes.size - 1)
+        keep = np.asarray(classes[idx] == y, dtype=np.bool_)
+    else:  # mixed kinds or objects: one dictionary look-up per record, never raising
+        where = {c: i for i, c in enumerate(classes.tolist())}
+        found = []
+        for v in y.tolist():
+            try:
+                found.append(where.get(v, -1))
+            except TypeError:  # an unhashable label is no declared class
+                found.append(-1)
+        idx = np.asarray(found, dtype=np.intp).reshape(n)
+        keep = idx >= 0
+    return keep, idx[keep].astype(np.intp)
 
 
 def clip_rows(X: FloatArray, norm: float) -> FloatArray:
     """Scale each row down to ℓ2 norm at most ``norm`` (rows inside the ball are unchanged)."""
     if X.size == 0:
         return X.copy()
-    lengths = np.sqrt(np.einsum("ij,ij->i", X, X))
-    factor = np.minimum(1.0, norm / np.maximum(lengths, np.finfo(np.float64).tiny))
+    # Norms are taken of each row divided by its largest |entry|, so that a huge but finite
+    # row (1e300) is scaled down to the sphere instead of overflowing to a norm of inf (and
+    # then to zero): a value outside the domain is clipped, never refused or distorted.
+    big = np.max(np.abs(X), axis=1)
+    unit = X / np.where(big > 0, big, 1.0)[:, None]
+    r = np.sqrt(np.einsum("ij,ij->i", unit, unit))  # in [1, √d] for a non-zero row
+    outside = big > norm / np.where(r > 0, r, 1.0)  # ‖x‖ = big·r > norm, without overflow
     # the product can exceed the bound by an ulp; shrink by a relative 1e-12 to be safe
-    out: FloatArray = X * (factor * (1 - 1e-12))[:, None]
+    scaled = unit * (norm / np.where(r > 0, r, 1.0) * (1 - 1e-12))[:, None]
+    out: FloatArray = np.where(outside[:, None], scaled, X * (1 - 1e-12))
     return out
 
 

@@ -77,13 +77,17 @@ class KMeans(ClusterMixin, TransformerMixin, PrivateEstimator):  # type: ignore[
     accountant, rng :
         As everywhere in dpkit.
 
+    Every attribute of a fitted model is a DP output or a public parameter. There is no
+    ``labels_``: the cluster of each training record is not a DP output (it holds the number of
+    records and each cluster's exact size). Ask for clusters with :meth:`predict` or
+    :meth:`fit_predict`; on the training data those answers are *not* private.
+
     Attributes
     ----------
     cluster_centers_ : numpy.ndarray
         The private centres.
-    labels_ : numpy.ndarray
-        The nearest private centre of each training record (post-processing of the model
-        applied to the caller's own data).
+    n_iter_ : int
+        ``max_iter`` (every iteration is run: a public number).
     event_ : dpkit.accounting.Event
         What the fit cost.
     noise_ : dict
@@ -141,14 +145,24 @@ class KMeans(ClusterMixin, TransformerMixin, PrivateEstimator):  # type: ignore[
             new = mid + sums / np.maximum(counts, 1.0)[:, None]
             centers = np.where(ok[:, None], np.clip(new, low, high), centers)
         self.cluster_centers_ = centers
-        self.labels_ = _nearest(Xc, centers)
+        # no labels_: one exact cluster per training record is not a DP output
         self.n_iter_ = iters
         self.event_ = event
         self.noise_ = {"counts": plan.counts.scale, "sums": plan.sums.scale}
         return self
 
+    def fit_predict(self, X: object, y: object = None) -> npt.NDArray[np.intp]:
+        """Fit privately, then the nearest private centre of each record of ``X``.
+
+        The fitted model is private; the returned per-record clusters of the training data are
+        *not* (they reveal n and each cluster's size): use them only where the records'
+        owner may see them. Nothing of them is kept on the model.
+        """
+        return self.fit(X, y).predict(X)
+
     def predict(self, X: object) -> npt.NDArray[np.intp]:
-        """Index of the nearest private centre."""
+        """Index of the nearest private centre (post-processing of the model; applied to
+        training records the answer is theirs, not a private release)."""
         check_is_fitted(self)
         return _nearest(self._check_features(X, reset=False), self.cluster_centers_)
 
@@ -160,6 +174,7 @@ class KMeans(ClusterMixin, TransformerMixin, PrivateEstimator):  # type: ignore[
         return out
 
     def score(self, X: object, y: object = None) -> float:
-        """Opposite of the sum of squared distances to the nearest centre (as scikit-learn)."""
+        """Opposite of the sum of squared distances to the nearest centre (as scikit-learn);
+        on the training records it is an answer about them, not a private release."""
         d = self.transform(X)
         return -float(np.sum(np.min(d, axis=1) ** 2))

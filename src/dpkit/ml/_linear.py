@@ -67,6 +67,9 @@ class LinearRegression(RegressorMixin, PrivateEstimator):  # type: ignore[misc]
     rng : None, int or numpy.random.Generator
         ``None`` (default) is secure; an int seed is reproducible and not secure.
 
+    Every attribute of a fitted model is a DP output or a public parameter; :meth:`predict` on
+    the training records gives per-record answers, which are not private.
+
     Attributes
     ----------
     coef_, intercept_ : numpy.ndarray, float
@@ -74,7 +77,7 @@ class LinearRegression(RegressorMixin, PrivateEstimator):  # type: ignore[misc]
     event_ : dpkit.accounting.Event
         What the fit cost.
     ridge_ : float
-        The λ that AdaSSP added.
+        The λ that AdaSSP added (computed from the noisy λ_min: a DP output).
     noise_ : dict
         Standard deviations of the noise on λ_min, on each entry of XᵀX and of Xᵀy.
 
@@ -125,10 +128,16 @@ class LinearRegression(RegressorMixin, PrivateEstimator):  # type: ignore[misc]
 
             raise PrivacyParameterError("rho must be in (0, 1), e.g. 0.05.")
         Xc, yc = check_xy(self, X, y)
-        yf = np.asarray(yc, dtype=np.float64)
-        if not np.all(np.isfinite(yf)):
-            from dpkit.errors import DataError
+        from dpkit.errors import DataError
 
+        # a target that is not a finite number has no place in any range: refused before any
+        # charge (the refusal says that such a value exists); a number outside bounds_y is
+        # clipped to it below, never refused
+        try:
+            yf = np.asarray(yc, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise DataError("y must hold numbers; it holds values that are not.") from None
+        if not np.all(np.isfinite(yf)):
             raise DataError("y contains NaN or infinite values; clean the data first.")
         Z = clip_rows(Xc, norm)
         if self.fit_intercept:

@@ -103,7 +103,8 @@ class LogisticRegression(ClassifierMixin, PrivateEstimator):  # type: ignore[mis
     is, in practice, a form of regularization".
 
     Privacy guarantee: ε-DP (objective) or (ε, δ)-DP (dpsgd) under add/remove of one record.
-    Features are clipped to ℓ2 norm ``data_norm``; labels must be among ``classes``. With K > 2
+    Features are clipped to ℓ2 norm ``data_norm``; records whose label is not among ``classes``
+    are dropped. With K > 2
     classes the K one-vs-rest problems each use ε/K (one record is in all of them).
 
     Parameters
@@ -115,7 +116,9 @@ class LogisticRegression(ClassifierMixin, PrivateEstimator):  # type: ignore[mis
     data_norm : float
         Required bound on each record's feature norm.
     classes : sequence
-        Required list of every label.
+        Required list of every label (all numbers or all strings): a public parameter, never
+        read from the data. A record whose label is not among them is dropped (as if absent;
+        the sensitivity covers it), never refused, so no error can reveal a record's label.
     C : float
         Inverse regularisation as in scikit-learn: objective ``½‖w‖² + C Σ loss``; objective
         perturbation raises the ridge further when ε requires it.
@@ -135,10 +138,15 @@ class LogisticRegression(ClassifierMixin, PrivateEstimator):  # type: ignore[mis
     accountant, rng :
         As everywhere in dpkit.
 
+    Every attribute of a fitted model is a DP output or a public parameter; :meth:`predict`
+    and :meth:`predict_proba` on the training records are per-record answers, not private.
+
     Attributes
     ----------
-    coef_, intercept_, classes_ :
-        The model, as in scikit-learn.
+    coef_, intercept_ :
+        The private model, as in scikit-learn.
+    classes_ :
+        The declared ``classes``, sorted (public).
     event_ : dpkit.accounting.Event
         What the fit cost.
     coef_noise_ : float
@@ -215,8 +223,9 @@ class LogisticRegression(ClassifierMixin, PrivateEstimator):  # type: ignore[mis
             epochs = check_int(self.epochs, "epochs")
             rate = check_positive(self.learning_rate, "learning_rate")
         Xc, yc = check_xy(self, X, y)
-        labels = encode_labels(yc, classes)
-        Z = clip_rows(Xc, norm)
+        # a record whose label is not a declared class is dropped, never refused
+        keep, labels = encode_labels(yc, classes)
+        Z = clip_rows(Xc[keep], norm)
         if self.fit_intercept:
             Z = np.hstack([Z, np.full((Z.shape[0], 1), norm)])
         radius = math.nextafter(norm * (math.sqrt(2.0) if self.fit_intercept else 1.0), math.inf)

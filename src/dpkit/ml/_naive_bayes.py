@@ -112,17 +112,25 @@ class GaussianNB(ClassifierMixin, PrivateEstimator):  # type: ignore[misc]
     bounds : (low, high)
         Required per-feature bounds (scalars or arrays); values outside are clipped.
     classes : sequence
-        Required list of every label.
+        Required list of every label (all numbers or all strings): a public parameter, never
+        read from the data. A record whose label is not among them is dropped (as if absent;
+        the sensitivity covers it), never refused, so no error can reveal a record's label.
     var_smoothing : float
         Smallest variance, relative to the largest squared half-range (a floor of 10⁻³ times
         each feature's squared half-range applies in any case).
     accountant, rng :
         As everywhere in dpkit.
 
+    Every attribute of a fitted model is a DP output or a public parameter; predictions on the
+    training records are per-record answers, not private.
+
     Attributes
     ----------
-    theta_, var_, class_prior_, class_count_, classes_ :
-        As in scikit-learn (noisy counts are clamped at 0 for the prior, at 1 for division).
+    theta_, var_, class_prior_, class_count_ :
+        As in scikit-learn, from the noisy statistics: ``class_count_`` is the noisy count of
+        each class clamped at 0 (never an exact count).
+    classes_ :
+        The declared ``classes``, sorted (public).
     event_ : dpkit.accounting.Event
         What the fit cost.
     noise_ : dict
@@ -164,7 +172,9 @@ class GaussianNB(ClassifierMixin, PrivateEstimator):  # type: ignore[misc]
         smoothing = _check_smoothing(self.var_smoothing)
         Xc, yc = check_xy(self, X, y)
         low, high = check_box(self.bounds, "bounds", Xc.shape[1])
-        groups = encode_labels(yc, classes)
+        # a record whose label is not a declared class is dropped, never refused
+        keep, groups = encode_labels(yc, classes)
+        Xc = Xc[keep]
         k = classes.size
         plan = group_moments_plan(
             epsilon=eps, low=low, high=high, groups=k, squares=True, shares=_SHARES

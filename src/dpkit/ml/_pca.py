@@ -50,10 +50,14 @@ class PCA(TransformerMixin, PrivateEstimator):  # type: ignore[misc]
     accountant, rng :
         As everywhere in dpkit.
 
+    Every attribute of a fitted model is a DP output or a public parameter.
+
     Attributes
     ----------
-    components_, explained_variance_, mean_ :
-        As in scikit-learn (private).
+    components_, explained_variance_, explained_variance_ratio_, mean_ :
+        As in scikit-learn, from the noisy statistics (private).
+    n_components_ : int
+        ``n_components`` (public), or the number of features.
     event_ : dpkit.accounting.Event
         What the fit cost.
     noise_ : dict

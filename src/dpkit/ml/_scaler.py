@@ -43,10 +43,15 @@ class StandardScaler(OneToOneFeatureMixin, TransformerMixin, PrivateEstimator): 
     accountant, rng :
         As everywhere in dpkit.
 
+    Every attribute of a fitted model is a DP output or a public parameter.
+
     Attributes
     ----------
     mean_, var_, scale_ :
         Private estimates (variance kept in [0, ((high − low)/2)²], scale ≥ a tiny floor).
+    n_samples_seen_ : float
+        The *noisy* count of records (at least 1), not the exact number: under add/remove
+        neighbours the number of records is private.
     event_ : dpkit.accounting.Event
         What the fit cost.
     noise_ : dict
