@@ -70,9 +70,9 @@ def _pairs(v: Any) -> tuple[list[Any], list[Any]]:
 def _stats(name: str, call: Callable[..., Any], make: Callable[[Any], Any] = _vec) -> Case:
     kinds = {**NUMERIC, "string": "n/a"}  # an untyped list: a string is a missing number
 
-    def run(data: Any, acct: Any) -> object:
+    def run(data: Any, acct: Any, **kw: Any) -> object:
         args = data if isinstance(data, tuple) else (data,)
-        return call(*args, accountant=acct, rng=_rng())
+        return call(*args, accountant=acct, rng=_rng(), **kw)
 
     return Case(f"dpkit.stats.{name}", run, make, kinds)
 
@@ -90,6 +90,17 @@ STATS = [
     _stats("cov", lambda x, y, **k: st.cov(x, y, bounds=(B, B), epsilon=1.0, **k), _pairs),
     _stats("corr", lambda x, y, **k: st.corr(x, y, bounds=(B, B), epsilon=1.0, **k), _pairs),
 ]
+
+
+# missing="drop": no refusal at all, missing values included
+def _drop(case: Case) -> Case:
+    def run(data: Any, acct: Any) -> object:
+        return case.run(data, acct, missing="drop")  # type: ignore[call-arg]
+
+    return Case(f"{case.name}:drop", run, case.make, case.kinds)
+
+
+STATS_DROP = [_drop(c) for c in STATS]
 
 # -- dpkit.mechanisms: the "dataset" is the query answer the caller computed ---------------------
 
@@ -196,14 +207,16 @@ def _frame(v: Any, key: str = "a", column: str = "x") -> pl.DataFrame:
     return pl.concat([FRAME, pl.DataFrame(row, schema=FRAME.schema)])
 
 
-def _query(agg: Callable[[], Any], name: str) -> Case:
+def _query(agg: Callable[[], Any], name: str, missing: str = "raise") -> Case:
     def run(df: Any, acct: Any) -> object:
-        q = dpf.Query(df, privacy_unit="user").group_by("key", public_keys=["a", "b"])
+        q = dpf.Query(df, privacy_unit="user", missing=missing)  # type: ignore[arg-type]
+        q = q.group_by("key", public_keys=["a", "b"])
         return q.agg(agg()).release(epsilon=1.0, accountant=acct, rng=_rng())
 
     kinds: dict[str, Any] = {**{k: v for k, v in NUMERIC.items() if k != "none"}, "none": None}
     case_kinds = {**kinds, "unseen_key": ("key", "zz")}
-    return Case(f"dpkit.frame.{name}", run, _frame_make, case_kinds)
+    suffix = "" if missing == "raise" else f":{missing}"
+    return Case(f"dpkit.frame.{name}{suffix}", run, _frame_make, case_kinds)
 
 
 def _frame_make(v: Any) -> pl.DataFrame:
@@ -224,6 +237,7 @@ FRAMES = [
 ]
 # dpkit.frame.count / count_units read no value column: a NaN there is no missing value, and a
 # Query of any aggregation is the entry point "Query" too.
+FRAME_DROP = _query(lambda: dpf.mean("x", bounds=B), "Query", missing="drop")
 FRAME_QUERY = Case("dpkit.frame.Query", FRAMES[3].run, _frame_make, FRAMES[3].kinds)
 
 # -- dpkit.release -------------------------------------------------------------------------------
@@ -459,9 +473,11 @@ HOLDOUT_CASE = Case(
 
 CASES: list[Case] = [
     *STATS,
+    *STATS_DROP,
     *MECHANISMS,
     *FRAMES,
     FRAME_QUERY,
+    FRAME_DROP,
     *RELEASE_DENSITIES,
     SYNTH,
     DISCOVER,
