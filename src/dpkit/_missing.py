@@ -26,8 +26,9 @@ The same keyword is taken by every ``dpkit.stats`` statistic and by ``dpkit.fram
 
 from __future__ import annotations
 
+import math
 import numbers
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -85,11 +86,17 @@ def missing_error(name: str) -> DataError:
 def object_to_float(arr: npt.NDArray[np.object_]) -> npt.NDArray[np.float64]:
     """An object array as float64, every element that is not a real number made NaN (missing)."""
     flat = arr.ravel()
-    ok = np.fromiter((isinstance(v, numbers.Real) for v in flat), dtype=np.bool_, count=flat.size)
-    out = np.full(flat.size, np.nan)
-    if ok.any():
-        out[ok] = flat[ok].astype(np.float64)
+    out = np.fromiter((_real(v) for v in flat), dtype=np.float64, count=flat.size)
     return out.reshape(arr.shape)
+
+
+def _real(v: object) -> float:
+    if not isinstance(v, numbers.Real):
+        return math.nan
+    try:
+        return float(v)
+    except OverflowError:  # an int beyond the doubles: a value beyond any bound, not missing
+        return math.inf if cast(int, v) > 0 else -math.inf  # only an int overflows a float
 
 
 def handle_missing(

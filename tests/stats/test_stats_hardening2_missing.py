@@ -99,3 +99,9 @@ def test_mean_drops_rows_with_a_missing_value_in_either_column_of_a_pair() -> No
     a = st.corr(x, y, bounds=(B, B), epsilon=1.0, missing="drop", rng=seeded(4)).value
     b = st.corr(BASE, BASE, bounds=(B, B), epsilon=1.0, rng=seeded(4)).value
     assert a == b
+
+
+def test_an_int_beyond_the_doubles_in_a_list_is_clamped() -> None:
+    a = st.sum([*BASE, 10**400, None], bounds=B, epsilon=1.0, missing="drop", rng=seeded(5))
+    b = st.sum([*BASE, 10.0], bounds=B, epsilon=1.0, rng=seeded(5))
+    assert a.value == b.value
