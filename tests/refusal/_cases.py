@@ -68,7 +68,8 @@ def _pairs(v: Any) -> tuple[list[Any], list[Any]]:
 
 
 def _stats(name: str, call: Callable[..., Any], make: Callable[[Any], Any] = _vec) -> Case:
-    kinds = {**NUMERIC, "string": "n/a"}  # an untyped list: a string is a missing number
+    # an untyped list: a string is a missing number, an int beyond the doubles a far value
+    kinds = {**NUMERIC, "string": "n/a", "huge_int": 10**400}
 
     def run(data: Any, acct: Any, **kw: Any) -> object:
         args = data if isinstance(data, tuple) else (data,)
