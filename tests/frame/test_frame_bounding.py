@@ -26,8 +26,8 @@ def _table(seed: int = 0, units: int = 300, rows: int = 3000, keys: int = 12) ->
     )
 
 
-def _totals(df: object, *, seed: int = 5, **bounds: int) -> pl.DataFrame:
-    q = dpf.Query(df, privacy_unit="user").group_by("key", **bounds)
+def _totals(df: object, *, seed: int = 5, missing: str = "drop", **bounds: int) -> pl.DataFrame:
+    q = dpf.Query(df, privacy_unit="user", missing=missing).group_by("key", **bounds)
     out = q.agg(dpf.count(), dpf.count_units(), dpf.sum("x", bounds=B)).bounded_aggregates(
         seed=seed
     )

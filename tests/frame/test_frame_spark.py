@@ -168,3 +168,30 @@ def test_spark_job_failures_are_data_errors_and_charge_nothing(spark: Any, tmp_p
         g.agg(dpf.sum("x", bounds=(0, 100))).release(epsilon=1.0, delta=1e-6, accountant=acct)
     assert secret not in str(err2.value) and "109." not in str(err2.value)
     assert not acct.ledger
+
+
+def test_missing_policy_is_the_same_on_spark(spark: Any) -> None:
+    """missing="raise" (default) refuses a null value before any charge, as on Polars;
+    missing="drop" drops the same rows (bit-identical bounded aggregates)."""
+    from dpkit.accounting import Accountant, PureDP
+
+    df = _table().with_columns(
+        pl.when(pl.col("user") == 7).then(None).otherwise(pl.col("x")).alias("x")
+    )
+    sdf = spark.createDataFrame(df.to_arrow())
+    aggs = [dpf.count(), dpf.mean("x", bounds=(0, 100))]
+    pub = ["a", "b", "c", "d", "e"]
+    acct = Accountant(PureDP(epsilon=5.0))
+    g = dpf.Query(sdf, privacy_unit="user").group_by("city", public_keys=pub).agg(*aggs)
+    with pytest.raises(DataError, match="missing value"):
+        g.release(epsilon=1.0, accountant=acct)
+    assert not acct.ledger
+    a, b = (
+        dpf.Query(d, privacy_unit="user", missing="drop")
+        .group_by("city", public_keys=pub)
+        .agg(*aggs)
+        .bounded_aggregates(seed=4)
+        for d in (df, sdf)
+    )
+    assert isinstance(a, pl.DataFrame) and isinstance(b, pl.DataFrame)
+    assert a.equals(b.select(a.columns))

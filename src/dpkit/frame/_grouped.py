@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from dpkit._checks import check_delta, check_epsilon, check_probability
+from dpkit._missing import missing_error
 from dpkit.errors import DataError, PrivacyParameterError
 from dpkit.frame._aggs import Aggregation, Measure
 from dpkit.frame._calibrate import Bounding, NoisePlan, noise_plan
@@ -14,7 +15,7 @@ from dpkit.frame._engine import as_lazy, polars
 from dpkit.frame._explain import Explanation, FrameRelease
 from dpkit.frame._finish import finish, public_totals
 from dpkit.frame._partition import combine, unit_partition
-from dpkit.frame._pipeline import ALL, ROWS, Layout, bound, prepare
+from dpkit.frame._pipeline import ALL, ROWS, Layout, bound, missing_rows, prepare
 from dpkit.frame._selection import key_selection
 from dpkit.mechanisms._base import SupportsCharge, charge
 from dpkit.random import RNGLike, as_generator
@@ -252,8 +253,9 @@ class GroupedQuery:
         unit = self._q._unit or "each row"
         steps = [*self._q._steps]
         steps.append(f"privacy unit: {unit}; neighbours: {self._q._neighbouring.name}")
+        what = "drop" if self._q._missing == "drop" else "refuse (before charging) any"
         steps.append(
-            "drop rows with null/NaN in aggregated columns " + str(list(self._layout().values))
+            f"{what} rows with null/NaN in aggregated columns {list(self._layout().values)}"
         )
         steps.append(f"keep <= {b.max_rows} row(s) per (unit, key), smallest keyed hash")
         steps.append(f"keep <= {b.max_groups} key(s) per unit, smallest keyed hash")
@@ -349,17 +351,31 @@ class GroupedQuery:
         """Exact bounded totals (before charging: any data error is raised here)."""
         layout = self._layout()
         if self._q._spark:
-            from dpkit.frame._spark import spark_totals
+            from dpkit.frame._spark import spark_refuse_missing, spark_totals
 
+            if self._q._missing == "raise" and layout.values:
+                spark_refuse_missing(self._q._data, layout.values)
             return _no_overflow(*spark_totals(self, layout, plan, seeds))
         src = self._source()
-        if self._q._unit is not None:  # refused before charging: every row must have a unit
-            nulls = src.select(polars().col(self._q._unit).null_count()).collect().item()
-            if nulls:
-                raise DataError(
-                    f"the privacy unit column {self._q._unit!r} has null values; every row must "
-                    "belong to a unit (drop or assign them before the query)."
-                )
+        pl = polars()
+        checks = []  # refused before charging, in one pass over the data
+        if self._q._unit is not None:  # every row must have a unit
+            checks.append(pl.col(self._q._unit).null_count().alias("__null_units"))
+        if self._q._missing == "raise" and layout.values:
+            checks.append(missing_rows(layout.values).alias("__missing"))
+        try:
+            found = src.select(checks).collect().row(0, named=True) if checks else {}
+        except Exception as exc:  # a transformation that fails on the data (a strict cast)
+            raise DataError(
+                f"computing the bounded aggregates failed ({type(exc).__name__})."
+            ) from None
+        if found.get("__null_units"):
+            raise DataError(
+                f"the privacy unit column {self._q._unit!r} has null values; every row must "
+                "belong to a unit (drop or assign them before the query)."
+            )
+        if found.get("__missing"):
+            raise missing_error("an aggregated column")
         try:
             out = self._totals(src, layout, plan, seeds, streaming, partitions)
         except Exception as exc:

@@ -5,8 +5,9 @@ contributions", and Wilson et al. 2020, "Differentially private SQL with bounded
 contribution"):
 
 1. *prepare* (row-wise, so it runs per batch on any engine): drop rows with a null/NaN in an
-   aggregated column; clamp and map each value to its per-row integer (fixed point, a bucket);
-   hash every row and every (unit, key) pair with secret 64-bit keys;
+   aggregated column (under ``missing="raise"`` the query has refused such rows before this);
+   clamp and map each value to its per-row integer (fixed point, a bucket); hash every row and
+   every (unit, key) pair with secret 64-bit keys;
 2. *rows per (unit, key)* ``L∞``: keep the ``L∞`` rows with the smallest row hash;
 3. *keys per unit* ``L0``: keep the ``L0`` (unit, key) pairs with the smallest pair hash;
 4. *rows per unit* ``L1`` (optional): keep the ``L1`` surviving rows with the smallest row hash;
@@ -42,6 +43,7 @@ __all__ = [
     "Layout",
     "bound",
     "bucket_column",
+    "missing_rows",
     "pack_min",
     "prepare",
     "sort_is_faster",
@@ -77,6 +79,17 @@ def pack_min(h: Any, t: Any) -> Any:
     pl = polars()
     packed = (h & pl.lit(-_LOW, dtype=pl.Int64)) | (t + _HALF)
     return (packed.min() & pl.lit(_LOW - 1, dtype=pl.Int64)) - _HALF
+
+
+def missing_rows(values: Sequence[str]) -> Any:
+    """The number of rows with a null or NaN in any of ``values`` (a Polars expression).
+
+    The same test as the filter in :func:`prepare`, so that ``missing="raise"`` refuses exactly
+    the tables from which ``"drop"`` would remove a row.
+    """
+    pl = polars()
+    bad = [pl.col(c).is_null() | pl.col(c).cast(pl.Float64).is_nan() for c in values]
+    return pl.any_horizontal(bad).sum()
 
 
 def bucket_column(m: Measure) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from dpkit._missing import MISSING_DEFAULT, Missing, check_missing
 from dpkit.accounting import Neighbouring
 from dpkit.errors import DataError
 from dpkit.frame._aggs import Aggregation
@@ -28,6 +29,12 @@ class Query:
     neighbouring : Neighbouring
         ``ADD_REMOVE`` (default): neighbouring tables differ by all the rows of one unit.
         ``REPLACE``: one unit's rows are replaced by arbitrary others; sensitivities double.
+    missing : {"raise", "drop"}
+        A row with a null or NaN in a column an aggregation reads: ``"raise"`` (default, as in
+        :mod:`dpkit.stats`) refuses the release before anything is charged (the refusal reveals
+        that such a row exists); ``"drop"`` removes those rows before contribution bounding (a
+        row-wise filter: the guarantee holds, and the number of rows used stays private). Null
+        key values are not missing: they form a group of their own.
 
     Notes
     -----
@@ -55,6 +62,7 @@ class Query:
         *,
         privacy_unit: str | None,
         neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,
+        missing: Missing = MISSING_DEFAULT,
     ) -> None:
         self._spark = is_spark(data)
         self._data: Any = data if self._spark else as_lazy(data)
@@ -63,6 +71,7 @@ class Query:
         self._unit = privacy_unit
         self._replace = is_replace(neighbouring)
         self._neighbouring = neighbouring
+        self._missing = check_missing(missing)
         self._steps: tuple[str, ...] = ()
 
     def _derive(self, data: object, step: str) -> Query:

@@ -15,6 +15,7 @@ import importlib
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from dpkit._missing import missing_error
 from dpkit.errors import DataError
 from dpkit.frame._calibrate import NoisePlan
 from dpkit.frame._engine import polars
@@ -24,7 +25,7 @@ from dpkit.frame._selection import weights
 if TYPE_CHECKING:  # pragma: no cover
     from dpkit.frame._grouped import GroupedQuery
 
-__all__ = ["spark_schema_check", "spark_totals"]
+__all__ = ["spark_refuse_missing", "spark_schema_check", "spark_totals"]
 
 _HINT = "the Spark engine needs PySpark: pip install 'dpkit[spark]'"
 
@@ -209,6 +210,27 @@ def _spark_totals(
         return totals, _collect(union, pl)
     finally:
         kept.unpersist()
+
+
+def spark_refuse_missing(df: Any, values: Sequence[str]) -> None:
+    """``missing="raise"`` on Spark: refuse, before anything is charged, a table with a null or
+    NaN in an aggregated column (the rows :func:`prepare` would drop). One job, stopped at the
+    first such row."""
+    f, _, _ = _spark()
+    bad = None
+    for c in values:
+        col = f.col(c)
+        cond = col.isNull() | f.isnan(col.cast("double"))
+        bad = cond if bad is None else bad | cond
+    try:
+        found = df.filter(bad).limit(1).count()
+    except Exception as exc:
+        raise DataError(
+            f"the Spark job checking for missing values failed ({_failure_name(exc)}); nothing "
+            "was released or charged."
+        ) from None
+    if found:
+        raise missing_error("an aggregated column")
 
 
 def _nulls(f: Any, unit: str) -> Any:

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from dpkit._missing import Missing, check_missing, handle_missing
 from dpkit.random import RNGLike
 from dpkit.stats._common import (
     SupportsCharge,
@@ -70,10 +71,13 @@ class ClampedSum:
         return f"ClampedSum(bounds={self.bounds}, exponent={self.exponent})"
 
 
-def clamped_sum(x: object, bounds: tuple[float, float]) -> ClampedSum:
+def clamped_sum(
+    x: object, bounds: tuple[float, float], *, missing: Missing = "raise"
+) -> ClampedSum:
     """Clamp ``x`` to ``bounds`` and add it up exactly (no noise, no privacy: see the module).
 
-    Refuses NaN and infinities (:class:`~dpkit.errors.DataError`), like the one-step functions.
+    A NaN or None is refused (:class:`~dpkit.errors.DataError`) under ``missing="raise"`` and
+    removed under ``"drop"``, like the one-step functions; ``±inf`` is clamped.
 
     Examples
     --------
@@ -86,7 +90,10 @@ def clamped_sum(x: object, bounds: tuple[float, float]) -> ClampedSum:
     True
     """
     lo, hi = check_bounds(bounds)
+    policy = check_missing(missing)
     data = as_vector(x)
+    if policy == "drop":  # under "raise" the exact sum refuses a NaN in its own pass
+        data = handle_missing(data, policy)
     k = power_exponent((lo, hi))
     return ClampedSum((lo, hi), k, fixed_sum(data, (lo, hi), k), int(data.size))
 

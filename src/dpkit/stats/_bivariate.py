@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from dpkit._missing import Missing, check_missing, drop_pairs
 from dpkit.errors import DataError
 from dpkit.random import RNGLike
 from dpkit.stats._common import (
@@ -41,7 +42,6 @@ from dpkit.stats._common import (
 )
 from dpkit.stats._data import FloatArray, as_vector, check_bounds, check_n, refuse_empty_public
 from dpkit.stats._events import Neighbouring, is_replace
-from dpkit.stats._fixed import check_finite
 from dpkit.stats._noisy import Part, plan
 from dpkit.stats._release import Release
 
@@ -53,13 +53,13 @@ _REF_CROSS = 1.0 / 3.0 + 0.5 / 6.0  # E[uv] with r = 1/2
 
 
 def _pair(
-    x: object, y: object, bounds: object
+    x: object, y: object, bounds: object, missing: object, replace: bool
 ) -> tuple[FloatArray, FloatArray, tuple[float, float], tuple[float, float]]:
+    policy = check_missing(missing, public_size=replace)
     xa, ya = as_vector(x, "x"), as_vector(y, "y")
     if xa.shape != ya.shape:
         raise DataError(f"x and y must have the same length, got {xa.size} and {ya.size}.")
-    check_finite(xa, "x")
-    check_finite(ya, "y")
+    xa, ya = drop_pairs(xa, ya, policy)  # a record is missing when either value is
     try:
         pair: tuple[object, ...] = tuple(bounds)  # type: ignore[call-overload, arg-type, unused-ignore]
         if len(pair) != 2:
@@ -117,6 +117,7 @@ def cov(
     rng: RNGLike = None,
     n: int | None = None,
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,
+    missing: Missing = "raise",
     ddof: int = 0,
 ) -> Release:
     """Private covariance of two variables clamped to their bounds.
@@ -125,6 +126,9 @@ def cov(
     minimise error at the reference point of the module notes; the estimate is
     ``h_x h_y (Σuv/n − Σu Σv/n²)``, **unbiased** for the covariance of the clamped data when n is
     known (independent noises: ``E[(Σu + Z)(Σv + Z')] = Σu Σv``). ε-DP, or (ε, δ)-DP with δ > 0.
+
+    ``missing="raise"`` (default) refuses a NaN or None before any charge (the refusal reveals
+    that one exists); ``missing="drop"`` removes such pairs first (add/remove neighbours).
 
     Examples
     --------
@@ -137,7 +141,7 @@ def cov(
     """
     eps, dlt = check_privacy(epsilon, delta)
     replace = is_replace(neighbouring)
-    xa, ya, bx, by = _pair(x, y, bounds)
+    xa, ya, bx, by = _pair(x, y, bounds, missing, replace and n is None)
     if replace and n is None:
         refuse_empty_public(int(xa.size), "cov")
     n_pub = check_n(n) or (int(xa.size) if replace else None)
@@ -198,6 +202,7 @@ def corr(
     rng: RNGLike = None,
     n: int | None = None,
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,
+    missing: Missing = "raise",
     method: str = "moments",
 ) -> Release:
     """Private Pearson correlation of two variables clamped to their bounds.
@@ -206,6 +211,9 @@ def corr(
     the ``ppmcc`` routine), clipped to [-1, 1]. ``method="six_sums"`` is the seed's routine
     (ε/6 for each of six sums); ``method="moments"`` (default) centres the squares and splits
     the budget to minimise the error of r (module notes). ε-DP, or (ε, δ)-DP with δ > 0.
+
+    ``missing="raise"`` (default) refuses a NaN or None before any charge (the refusal reveals
+    that one exists); ``missing="drop"`` removes such pairs first (add/remove neighbours).
 
     Returns
     -------
@@ -228,7 +236,7 @@ def corr(
     replace = is_replace(neighbouring)
     if method not in ("moments", "six_sums"):
         raise DataError(f"method must be 'moments' or 'six_sums', got {method!r}.")
-    xa, ya, bx, by = _pair(x, y, bounds)
+    xa, ya, bx, by = _pair(x, y, bounds, missing, replace and n is None)
     if replace and n is None:
         refuse_empty_public(int(xa.size), "corr")
     n_pub = check_n(n) or (int(xa.size) if replace else None)

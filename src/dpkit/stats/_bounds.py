@@ -8,13 +8,13 @@ from fractions import Fraction
 import numpy as np
 
 from dpkit._checks import check_epsilon, check_probability
+from dpkit._missing import Missing, check_missing, handle_missing
 from dpkit.errors import DataError
 from dpkit.noise import discrete_laplace
 from dpkit.random import RNGLike, as_generator
 from dpkit.stats._common import SupportsCharge, charge
 from dpkit.stats._data import as_vector
 from dpkit.stats._events import Neighbouring, discrete_laplace_event, is_replace
-from dpkit.stats._fixed import check_finite
 from dpkit.stats._noisy import check_sampleable
 from dpkit.stats._release import NoInterval, Release
 
@@ -22,6 +22,7 @@ __all__ = ["bounds"]
 
 _J = 64  # magnitudes from 2^-64 to 2^64; beyond that the extreme bins take them
 _BINS = 4 * _J + 1  # negative classes, the zero bin, positive classes
+_BIG = 2.0 ** (_J + 1)  # in the outermost class: where ±inf and the largest doubles go
 
 
 def _edges_of(index: int) -> tuple[float, float]:
@@ -43,6 +44,7 @@ def bounds(
     accountant: SupportsCharge | None = None,
     rng: RNGLike = None,
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,
+    missing: Missing = "raise",
     beta: float = 0.01,
 ) -> Release:
     """Private range ``(lower, upper)`` for data with no known bounds, within a factor of 2.
@@ -64,6 +66,9 @@ def bounds(
         Privacy cost of the range.
     beta : float
         Probability that noise alone makes an empty class look occupied.
+    missing : {"raise", "drop"}
+        A NaN or None: ``"raise"`` (default) refuses before any charge (the refusal reveals that
+        one exists); ``"drop"`` removes such records first (add/remove neighbours only).
 
     Returns
     -------
@@ -80,8 +85,10 @@ def bounds(
     eps = check_epsilon(epsilon)
     b = check_probability(beta, "beta")
     replace = is_replace(neighbouring)
-    data = as_vector(x)
-    check_finite(data)
+    data = handle_missing(as_vector(x), check_missing(missing, public_size=replace))
+    # ±inf belongs to the outermost class of its sign, like the largest doubles (frexp(inf) has
+    # exponent 0, which would put it next to 1)
+    data = np.clip(data, -_BIG, _BIG)
     _, e = np.frexp(data)
     k = np.clip(e.astype(np.int64) - 1, -_J - 1, _J - 1)
     zero = (k == -_J - 1) | (data == 0)  # frexp(0) has exponent 0, not a tiny one

@@ -9,6 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpkit._messages import dtype_name
+from dpkit._missing import Missing, handle_missing, object_to_float
 from dpkit.errors import DataError
 
 __all__ = [
@@ -50,10 +51,19 @@ def _as_float_array(x: object, name: str) -> FloatArray:
         ) from None
     if type(arr) is not np.ndarray:  # pragma: no cover - asarray returns the base class
         arr = np.array(arr, subok=False)
-    if arr.dtype == object or arr.dtype.kind not in "biuf":
+    if arr.dtype.kind in "US" and not isinstance(x, np.ndarray):
+        # A list's type is inferred from its values (one string makes every number a string):
+        # no declared type, so read it element by element like any untyped container.
+        arr = np.asarray(x, dtype=object)
+    if arr.dtype == object:
+        # No declared type (a list with a None, say): each element that is not a real number is
+        # missing (NaN), and the caller's ``missing=`` policy decides; refusing here would make
+        # the outcome depend on one record's value (a number or not).
+        return object_to_float(arr)
+    if arr.dtype.kind not in "biuf":  # a declared non-numeric type: the schema, public
         raise DataError(
-            f"{name} must be numeric (got dtype {dtype_name(arr.dtype)}); remove None or "
-            "non-numbers first."
+            f"{name} must be numeric (got dtype {dtype_name(arr.dtype)}); convert the column to "
+            "numbers first."
         )
     if arr.dtype != np.float64:
         arr = arr.astype(np.float64)
@@ -61,7 +71,7 @@ def _as_float_array(x: object, name: str) -> FloatArray:
 
 
 def as_vector(x: object, name: str = "x") -> FloatArray:
-    """A 1-d float64 base-class array (finiteness is checked while aggregating, in one pass).
+    """A 1-d float64 base-class array (missing values are checked while aggregating, in one pass).
 
     An empty array is valid: under add/remove neighbours the empty dataset and a one-record
     dataset are neighbours, so a refusal would be an unprotected output that reveals emptiness.
@@ -89,11 +99,7 @@ def as_matrix(x: object, name: str = "x") -> FloatArray:
         raise DataError(f"{name} must be 1-d or 2-d (records × columns), got shape {arr.shape}.")
     if arr.shape[1] == 0:
         raise DataError(f"{name} has no columns (shape {arr.shape}); pass at least one column.")
-    if not np.all(np.isfinite(arr)):
-        raise DataError(
-            f"{name} contains NaN or infinite values; remove or impute them before releasing."
-        )
-    return arr
+    return arr  # missing values are the caller's (``missing=``): see dpkit._missing
 
 
 def refuse_empty_public(size: int, statistic: str) -> None:
@@ -153,7 +159,7 @@ def check_n(n: object) -> int | None:
     return int(n)
 
 
-def records(x: object, name: str = "x") -> int:
-    """The number of records (rows) of a 1-d or 2-d array of finite numbers."""
-    arr = as_matrix(x, name)
+def records(x: object, name: str = "x", *, missing: Missing = "raise") -> int:
+    """The number of records (rows) of a 1-d or 2-d array of numbers, after the missing policy."""
+    arr = handle_missing(as_matrix(x, name), missing, name)
     return int(arr.shape[0])

@@ -31,6 +31,7 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
+from dpkit._missing import missing_error
 from dpkit.errors import DataError
 from dpkit.stats._data import FloatArray
 
@@ -78,9 +79,7 @@ _WORD = 1 << 64
 
 
 def _not_finite(name: str) -> DataError:
-    return DataError(
-        f"{name} contains NaN or infinite values; remove or impute them before releasing."
-    )
+    return missing_error(name)
 
 
 Work = Callable[[int, int, FloatArray, npt.NDArray[np.bool_]], int]
@@ -129,7 +128,7 @@ if hasattr(os, "register_at_fork"):  # a forked child inherits the pool but not 
 
 def fixed_sum(x: FloatArray, bounds: tuple[float, float], k: int, name: str = "x") -> int:
     """``Σ rint(clip(x, L, U) · 2**k)`` exactly (``rint``: to nearest, ties to even), refusing
-    NaN and infinities.
+    NaN (a missing value: see :mod:`dpkit._missing`; ``missing="drop"`` removes them first).
 
     ``k`` must satisfy ``max(|L|, |U|) · 2**k ≤ 2**34`` (see :func:`power_exponent`) and lie in
     :data:`K_RANGE`. With ``C = 1.5 · 2**(52 − k)``, per block and whatever the values:
@@ -140,8 +139,10 @@ def fixed_sum(x: FloatArray, bounds: tuple[float, float], k: int, name: str = "x
        round-to-nearest-even gives ``z = C + t · 2**-k`` with ``t`` the integer nearest
        ``x · 2**k``, ties to the even one (``C · 2**k = 3 · 2**51`` is even, so ``z`` is an even
        multiple of ``2**-k`` exactly when ``t`` is even): ``t = rint(x · 2**k)``, with no product
-       ever formed. ``C < 2**970`` keeps ``z`` finite for every finite ``x``, so
-    2. ``isfinite(z)`` is ``isfinite(x)``: NaN and ±inf are refused (a clamp would hide them);
+       ever formed. ``C < 2**970`` keeps ``z`` finite for every finite ``x``, and ``z`` is NaN
+       exactly when ``x`` is, so
+    2. ``z == z`` is false exactly for NaN, which is refused (a missing value has no place in
+       the bounds); ``±inf`` is a value beyond a bound like any other and is clamped below;
     3. ``clip(z, Z_L, Z_U)`` with ``Z_L = L + C``, ``Z_U = U + C`` (rounded alike): rounding is
        monotone, so a record below ``L`` (above ``U``), however large, lands on ``Z_L``
        (``Z_U``) and every record on ``C + rint(clip(x, L, U) · 2**k) · 2**-k``;
@@ -154,7 +155,7 @@ def fixed_sum(x: FloatArray, bounds: tuple[float, float], k: int, name: str = "x
 
     The clamp runs whatever the values (a clamp skipped when every value is in bounds made the
     running time reveal whether an outlier is present; Jin et al. 2022), and so does every other
-    pass; a NaN or infinity is refused after its block (a refusal the caller sees anyway).
+    pass; a NaN is refused after its block (a refusal the caller sees anyway).
     """
     if not K_RANGE[0] <= k <= K_RANGE[1]:
         raise ValueError(f"fixed_sum needs k in {K_RANGE}, got {k}.")
@@ -166,7 +167,7 @@ def fixed_sum(x: FloatArray, bounds: tuple[float, float], k: int, name: str = "x
         m = stop - start
         z = values[:m]
         np.add(x[start:stop], magic, out=z)
-        np.isfinite(z, out=flags[:m])
+        np.equal(z, z, out=flags[:m])  # False for NaN only: ±inf is clamped like 1e308
         _clamp(z, z_lo, z_hi, z)
         total = int(z.view(np.uint64).sum())
         # all() eight flags at a time: a word of eight bytes, each 0 or 1, equals _ALL_TRUE exactly
@@ -187,6 +188,6 @@ def exact_int_sum(t: FloatArray) -> int:
 
 
 def check_finite(x: FloatArray, name: str = "x") -> None:
-    """Refuse NaN and infinities (one pass)."""
-    if not np.all(np.isfinite(x)):
+    """Refuse NaN (one pass); ``±inf`` is left to the clamp, like any value beyond a bound."""
+    if np.isnan(x).any():
         raise _not_finite(name)

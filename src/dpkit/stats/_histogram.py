@@ -9,6 +9,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from dpkit._missing import Missing, check_missing, handle_missing
 from dpkit.accounting import (
     ComposedEvent,
     DiscreteGaussianEvent,
@@ -97,6 +98,7 @@ def histogram(
     accountant: SupportsCharge | None = None,
     rng: RNGLike = None,
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,
+    missing: Missing = "raise",
 ) -> Release:
     """Private counts of records in given bins (1-d, or d-d with one edge array per column).
 
@@ -105,6 +107,9 @@ def histogram(
     Exact discrete Laplace noise of scale Δ₁/ε per bin gives ε-DP; with δ > 0, discrete Gaussian
     noise with σ from the analytic Gaussian calibration for Δ₂ gives (ε, δ)-DP (seed 002). Counts
     are unbiased and may be negative: clamp at 0 and renormalise for a density (seed 000).
+
+    ``missing="raise"`` (default) refuses a NaN or None before any charge (the refusal reveals
+    that one exists); ``missing="drop"`` removes such records first (add/remove neighbours).
 
     Examples
     --------
@@ -116,7 +121,8 @@ def histogram(
     """
     eps, dlt = check_privacy(epsilon, delta)
     replace = is_replace(neighbouring)
-    data = as_matrix(x)
+    policy = check_missing(missing, public_size=replace)
+    data = handle_missing(as_matrix(x), policy)  # a record is missing when any column is
     if np.shape(x) == (0,) and bins is not None and not _flat(bins):  # type: ignore[call-overload]
         # An empty list carries no column count: take it from the bins, so that an empty dataset
         # is answered with noise in any container (a refusal would reveal the emptiness).

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from dpkit._missing import Missing, check_missing, handle_missing
 from dpkit.random import RNGLike
 from dpkit.stats._aggregate import MU, ClampedSum, clamped_sum, mean_of, release_sum
 from dpkit.stats._common import (
@@ -30,7 +31,7 @@ from dpkit.stats._common import (
 )
 from dpkit.stats._data import as_vector, check_bounds, check_n, records, refuse_empty_public
 from dpkit.stats._events import Neighbouring, is_replace
-from dpkit.stats._fixed import check_finite, fixed_sum, power_exponent
+from dpkit.stats._fixed import fixed_sum, power_exponent
 from dpkit.stats._noisy import Part, plan
 from dpkit.stats._release import LinearNoise, Release
 
@@ -45,6 +46,7 @@ def count(
     accountant: SupportsCharge | None = None,
     rng: RNGLike = None,
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,
+    missing: Missing = "raise",
 ) -> Release:
     """Private number of records.
 
@@ -64,6 +66,10 @@ def count(
         ``None`` (default) is secure; a seed is reproducible and not secure.
     neighbouring : Neighbouring
         ``ADD_REMOVE`` (default) or ``REPLACE``.
+    missing : {"raise", "drop"}
+        A record with a missing value (NaN, None): ``"raise"`` (default) refuses before any
+        charge (the refusal reveals that one exists); ``"drop"`` removes such records first
+        (add/remove neighbours only). See :mod:`dpkit._missing`.
 
     Examples
     --------
@@ -77,7 +83,7 @@ def count(
     """
     eps, dlt = check_privacy(epsilon, delta)
     replace = is_replace(neighbouring)
-    n = records(x)
+    n = records(x, missing=check_missing(missing, public_size=replace))
     part = Part("count", 0, 0 if replace else 1, 1.0)
     pl = plan([part], epsilon=eps, delta=dlt)
     if not replace:
@@ -96,6 +102,7 @@ def sum(
     accountant: SupportsCharge | None = None,
     rng: RNGLike = None,
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,
+    missing: Missing = "raise",
 ) -> Release:
     """Private sum of values clamped to ``bounds``.
 
@@ -103,6 +110,9 @@ def sum(
     sum by at most ``max(|L|, |U|)`` (add/remove) or ``U − L`` (replace). Exact discrete Laplace
     noise (ε-DP) or discrete Gaussian noise ((ε, δ)-DP) is added on a data-independent grid
     (seed 001, "noisy sums"; Casacuberta et al. 2022 for the exact summation).
+
+    ``missing="raise"`` (default) refuses a NaN or None before any charge (the refusal reveals
+    that one exists); ``missing="drop"`` removes such records first (add/remove neighbours).
 
     Examples
     --------
@@ -112,10 +122,11 @@ def sum(
     True
     """
     eps, dlt = check_privacy(epsilon, delta)
-    is_replace(neighbouring)  # a bad relation is refused before the data are read
+    replace = is_replace(neighbouring)  # a bad relation is refused before the data are read
+    policy = check_missing(missing, public_size=replace)
     return release_sum(
-        clamped_sum(x, bounds), epsilon=eps, delta=dlt, accountant=accountant, rng=rng,
-        neighbouring=neighbouring,
+        clamped_sum(x, bounds, missing=policy), epsilon=eps, delta=dlt, accountant=accountant,
+        rng=rng, neighbouring=neighbouring,
     )  # fmt: skip
 
 
@@ -129,6 +140,7 @@ def mean(
     rng: RNGLike = None,
     n: int | None = None,
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,
+    missing: Missing = "raise",
 ) -> Release:
     """Private mean of values clamped to ``bounds``.
 
@@ -164,6 +176,10 @@ def mean(
         The public number of records, if known. A wrong ``n`` costs accuracy, not privacy.
     neighbouring : Neighbouring
         ``ADD_REMOVE`` (default) or ``REPLACE``.
+    missing : {"raise", "drop"}
+        A record with a missing value (NaN, None): ``"raise"`` (default) refuses before any
+        charge (the refusal reveals that one exists); ``"drop"`` removes such records first
+        (add/remove neighbours only). See :mod:`dpkit._missing`.
 
     Returns
     -------
@@ -186,7 +202,10 @@ def mean(
     eps, dlt = check_privacy(epsilon, delta)
     replace = is_replace(neighbouring)
     lo, hi = check_bounds(bounds)
+    policy = check_missing(missing, public_size=replace and n is None)
     data = as_vector(x)
+    if policy == "drop":  # under "raise" the exact sum below refuses a NaN in its own pass
+        data = handle_missing(data, policy)
     n_pub = check_n(n)
     if replace and n_pub is None:
         refuse_empty_public(int(data.size), "mean")
@@ -232,12 +251,13 @@ def _variance(
     neighbouring: Neighbouring,
     ddof: int,
     statistic: str,
+    missing: object,
 ) -> Release:
     eps, dlt = check_privacy(epsilon, delta)
     replace = is_replace(neighbouring)
     lo, hi = check_bounds(bounds)
-    data = as_vector(x)
-    check_finite(data)
+    policy = check_missing(missing, public_size=replace and n is None)
+    data = handle_missing(as_vector(x), policy)
     n_pub = check_n(n)
     if replace and n_pub is None:
         refuse_empty_public(int(data.size), statistic)
@@ -293,6 +313,7 @@ def var(
     rng: RNGLike = None,
     n: int | None = None,
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,
+    missing: Missing = "raise",
     ddof: int = 0,
 ) -> Release:
     """Private variance of values clamped to ``bounds``.
@@ -305,6 +326,9 @@ def var(
     of the clamped data: the noise's contribution to the squared mean, ``Var(Z)/n²``, is added
     back. ε-DP (Laplace) or (ε, δ)-DP (Gaussian, δ > 0).
 
+    ``missing="raise"`` (default) refuses a NaN or None before any charge (the refusal reveals
+    that one exists); ``missing="drop"`` removes such records first (add/remove neighbours).
+
     Examples
     --------
     >>> import numpy as np, dpkit.stats as st
@@ -313,7 +337,9 @@ def var(
     >>> bool(abs(v.value - x.var()) < 0.01)
     True
     """
-    return _variance(x, bounds, epsilon, delta, accountant, rng, n, neighbouring, ddof, "var")
+    return _variance(
+        x, bounds, epsilon, delta, accountant, rng, n, neighbouring, ddof, "var", missing
+    )
 
 
 def std(
@@ -326,9 +352,13 @@ def std(
     rng: RNGLike = None,
     n: int | None = None,
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,
+    missing: Missing = "raise",
     ddof: int = 0,
 ) -> Release:
     """Private standard deviation: the square root of :func:`var` (post-processing), same cost.
+
+    ``missing="raise"`` (default) refuses a NaN or None before any charge (the refusal reveals
+    that one exists); ``missing="drop"`` removes such records first (add/remove neighbours).
 
     Examples
     --------
@@ -338,4 +368,6 @@ def std(
     >>> bool(abs(s.value - x.std()) < 0.02)
     True
     """
-    return _variance(x, bounds, epsilon, delta, accountant, rng, n, neighbouring, ddof, "std")
+    return _variance(
+        x, bounds, epsilon, delta, accountant, rng, n, neighbouring, ddof, "std", missing
+    )

@@ -40,12 +40,12 @@ import numpy as np
 import numpy.typing as npt
 
 from dpkit._checks import check_epsilon
+from dpkit._missing import Missing, check_missing, handle_missing
 from dpkit.errors import DataError
 from dpkit.random import RNGLike, as_generator
 from dpkit.stats._common import SupportsCharge, charge
 from dpkit.stats._data import FloatArray, as_vector, check_bounds, refuse_empty_public
 from dpkit.stats._events import Neighbouring, composed, exponential_event, is_replace
-from dpkit.stats._fixed import check_finite
 from dpkit.stats._release import NoInterval, Release
 
 __all__ = ["median", "quantile", "quantile_grid"]
@@ -203,6 +203,7 @@ def quantile(
     accountant: SupportsCharge | None = None,
     rng: RNGLike = None,
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,
+    missing: Missing = "raise",
 ) -> Release:
     """Private quantile(s) by the exponential mechanism over sorted intervals (Smith 2011).
 
@@ -243,8 +244,7 @@ def quantile(
     replace = is_replace(neighbouring)
     qs, scalar = _check_qs(q)
     lo, hi = check_bounds(bounds)
-    data = as_vector(x)
-    check_finite(data)
+    data = handle_missing(as_vector(x), check_missing(missing, public_size=replace))
     if replace:
         refuse_empty_public(int(data.size), "quantile")
     g = quantile_grid(lo, hi)
@@ -272,8 +272,12 @@ def median(
     accountant: SupportsCharge | None = None,
     rng: RNGLike = None,
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,
+    missing: Missing = "raise",
 ) -> Release:
     """Private median: :func:`quantile` at q = 0.5 (seed 001, "the median"). ε-DP.
+
+    ``missing="raise"`` (default) refuses a NaN or None before any charge (the refusal reveals
+    that one exists); ``missing="drop"`` removes such records first (add/remove neighbours).
 
     Examples
     --------
@@ -292,4 +296,5 @@ def median(
         accountant=accountant,
         rng=rng,
         neighbouring=neighbouring,
+        missing=missing,
     )
