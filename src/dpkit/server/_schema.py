@@ -40,6 +40,7 @@ import numpy.typing as npt
 
 from dpkit.errors import DataError
 from dpkit.server._memo import Memo
+from dpkit.server._numbers import real
 
 __all__ = [
     "LOCAL_PROTOCOLS",
@@ -78,12 +79,7 @@ def check_name(value: object, what: str) -> str:
 
 
 def _finite(value: object, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise DataError(f"{what} must be a number.")
-    out = float(value)
-    if not math.isfinite(out):
-        raise DataError(f"{what} must be finite.")
-    return out
+    return real(value, what)
 
 
 @dataclass(frozen=True)
