@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from dpkit.errors import DataError
+from dpkit.server._files import private_dir, private_file
 from dpkit.server._schema import MISSING, DatasetSchema, Table, clean_column
 
 __all__ = ["load_table", "read_source", "resolve_source", "store_table"]
@@ -118,10 +119,12 @@ def store_table(data_dir: Path, table: Table) -> None:
     """Write the cleaned columns atomically (a crash leaves the old version or the new one)."""
     folder = data_dir / table.schema.name
     tmp = data_dir / f".{table.schema.name}.tmp"
-    tmp.mkdir(parents=True, exist_ok=True)
+    private_dir(tmp)  # the data are private: 0700 folders, 0600 files, whatever the umask
     for name, values in table.columns.items():
-        np.save(tmp / f"{name}.npy", values, allow_pickle=False)
-    (tmp / "schema.json").write_text(json.dumps(table.schema.to_dict()))
+        with private_file(tmp / f"{name}.npy") as f:
+            np.save(f, values, allow_pickle=False)
+    with private_file(tmp / "schema.json") as f:
+        f.write(json.dumps(table.schema.to_dict()).encode())
     if folder.exists():
         old = data_dir / f".{table.schema.name}.old"
         os.replace(folder, old)

@@ -23,6 +23,7 @@ from dpkit.noise import NoisePool
 from dpkit.server._auth import Principal, key_id, new_key, verify_key
 from dpkit.server._config import ServerConfig
 from dpkit.server._default import default_registry
+from dpkit.server._files import private_dir, tighten
 from dpkit.server._ingest import load_table, read_source, resolve_source, store_table
 from dpkit.server._ledger import Charge, Ledger, StaleDatasetError
 from dpkit.server._locks import flocked
@@ -136,7 +137,7 @@ class Curator:
         loading (reading the ledger's row, then the files) holds it shared, so a worker never
         loads files of one version under the ledger's version of another.
         """
-        self.config.data_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.config.data_dir)
         with flocked(self.config.data_dir / ".dpkit.lock", exclusive=exclusive):
             yield
 
@@ -161,6 +162,8 @@ class Curator:
             elif stored[3] != h:
                 self.ledger.set_key_hash("admin", h)
         with self._data_lock(exclusive=True):
+            # the files of an older installation (made under a umask of 022) become private too
+            tighten(self.config.data_dir)
             self._finish_interrupted_registrations()
         if self.config.datasets:
             with self._data_lock(exclusive=True):
@@ -272,7 +275,7 @@ class Curator:
         path = resolve_source(self.config.import_dir, spec.get("source"))
         table = read_source(path, schema)
         # Stored and registered as one step for every process of the service (see _data_lock).
-        self.config.data_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.config.data_dir)
         store_table(self.config.data_dir, table)
         version = self.ledger.add_dataset(schema.name, schema.to_dict(), eps, dlt)
         self._install(table, version)
