@@ -121,10 +121,10 @@ def store_table(data_dir: Path, table: Table) -> None:
     tmp = data_dir / f".{table.schema.name}.tmp"
     private_dir(tmp)  # the data are private: 0700 folders, 0600 files, whatever the umask
     for name, values in table.columns.items():
-        with private_file(tmp / f"{name}.npy") as f:
-            np.save(f, values, allow_pickle=False)
-    with private_file(tmp / "schema.json") as f:
-        f.write(json.dumps(table.schema.to_dict()).encode())
+        with private_file(tmp / f"{name}.npy") as out:
+            np.save(out, values, allow_pickle=False)
+    with private_file(tmp / "schema.json") as out:
+        out.write(json.dumps(table.schema.to_dict()).encode())
     if folder.exists():
         old = data_dir / f".{table.schema.name}.old"
         os.replace(folder, old)
