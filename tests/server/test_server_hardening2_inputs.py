@@ -298,3 +298,19 @@ def test_the_marker_test_would_see_an_echo(svc: tuple[Server, str, str]) -> None
     r = s.http.post("/v1/admin/analysts", json={"name": "zq9xmark"},
                     headers={"Authorization": f"Bearer {s.admin_key}"})  # fmt: skip
     assert r.status_code == 200 and "zq9xmark" in r.text
+
+
+def test_the_service_refuses_it_on_either_ledger(svc: tuple[Server, str, str]) -> None:
+    """Item of test_server_hardening2_overflow over HTTP: an interval that overflows at the
+    requested alpha is a 400 before the charge, on SQLite and PostgreSQL alike."""
+    s, _, key = svc
+    h = {"Authorization": f"Bearer {key}"}
+    before = _charged(s)
+    for stat in ("sum", "mean", "var", "std"):
+        body = {**GROUP, "delta": 1e-6, "alpha": 1e-300,
+                "aggregations": [{"stat": stat, "column": "x"}]}  # fmt: skip
+        r = s.http.post(Q, json=body, headers=h)
+        assert r.status_code == 400 and "alpha" in r.json()["error"]["message"], r.text
+    assert _charged(s) == before
+    r = s.http.post(Q, json={**body, "alpha": 0.05}, headers=h)
+    assert r.status_code == 200, r.text

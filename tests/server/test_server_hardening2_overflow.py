@@ -24,12 +24,14 @@ COLUMNS = [
 ROWS = "".join(f"u{i % 20},{'ab'[i % 2]},{(i % 10) * 1e17}\n" for i in range(60))
 
 
-def _service(tmp_path: Path, columns: list[dict[str, Any]], rows: str, unit: str) -> Any:
+def _service(
+    tmp_path: Path, columns: list[dict[str, Any]], rows: str, unit: str, ledger: str | None = None
+) -> Any:
     (tmp_path / "imp").mkdir()
     header = ",".join(c["name"] for c in columns)
     (tmp_path / "imp" / "t.csv").write_text(header + "\n" + rows)
     cfg = ServerConfig(
-        ledger=str(tmp_path / "l.db"),
+        ledger=ledger or str(tmp_path / "l.db"),
         data_dir=tmp_path / "data",
         import_dir=tmp_path / "imp",
         insecure_seed=7,
@@ -59,7 +61,8 @@ def _outcome(cur: Any, who: Any, body: dict[str, Any]) -> str:
 def test_group_by_error_bars_that_overflow_are_refused_first(tmp_path: Path, stat: str) -> None:
     # With δ > 0 the noise is Gaussian; its interval at alpha = 1e-300 is the normal quantile
     # of 1 - 5e-301, which is 1.0 in floating point: infinity, cast to an integer after the
-    # charge (OverflowError, HTTP 500, the budget lost).
+    # charge (OverflowError, HTTP 500, the budget lost). The refusal comes before the ledger,
+    # so it is the same on either ledger (test_the_service_refuses_it_on_either_ledger).
     cur, aid, who = _service(tmp_path, COLUMNS, ROWS, "user")
     agg = {"stat": stat, "column": "x"}
     body = {"dataset": "t", "query": "group_by", "by": ["city"], "epsilon": 1.0, "delta": 1e-6,

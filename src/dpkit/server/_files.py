@@ -61,10 +61,12 @@ def private_ledger(path: str) -> None:
 def tighten(root: Path) -> None:
     """Set every folder under ``root`` (and ``root``) to 0700 and every file to 0600."""
     private_dir(root)
-    for folder, dirs, files in os.walk(root):
-        for d in dirs:
-            os.chmod(os.path.join(folder, d), DIR_MODE)
-        for f in files:
-            p = os.path.join(folder, f)
-            if stat.S_ISREG(os.lstat(p).st_mode):  # a link is not followed out of the folder
+    for folder, dirs, files in os.walk(root):  # links to folders are listed, not entered
+        for name in dirs + files:
+            p = os.path.join(folder, name)
+            mode = os.lstat(p).st_mode
+            # a symbolic link is not followed: chmod would change what it points to, outside
+            if stat.S_ISDIR(mode):
+                os.chmod(p, DIR_MODE)
+            elif stat.S_ISREG(mode):
                 os.chmod(p, FILE_MODE)
