@@ -248,7 +248,7 @@ def _dry_release(prepared: Prepared, dummy: Table) -> None:
     drawn from a secure generator like any other.
     """
     meter = Meter(prepared.epsilon, prepared.delta)
-    with _run_on_dummy(_OVERCHARGED, dry=True):
+    with _run_on_dummy(_OVERCHARGED, charged=lambda: meter.charged):
         prepared.compute(dummy, None, meter)
     if not meter.charged:
         raise PrivacyParameterError(_UNCHARGED)
@@ -279,10 +279,13 @@ def _check_free(prepared: Prepared, dummy: Table) -> Prepared:
 
 
 @contextmanager
-def _run_on_dummy(overcharged: str, *, dry: bool = False) -> Iterator[None]:
+def _run_on_dummy(
+    overcharged: str, *, charged: Callable[[], bool] = lambda: False
+) -> Iterator[None]:
     """An entry run on the dummy table: a charge its meter refuses is a defect of the entry
-    (``overcharged``); a TypeError, ValueError or ArithmeticError is a request it cannot serve
-    (``dry``: one whose answer or error bars cannot be computed, e.g. they overflow)."""
+    (``overcharged``); a TypeError, ValueError or ArithmeticError is a request it cannot serve:
+    invalid parameters before the charge, an answer or error bars that cannot be computed (e.g.
+    they overflow) after it (``charged()``: whether the meter was charged)."""
     try:
         yield
     except BudgetExceededError as exc:
@@ -290,7 +293,7 @@ def _run_on_dummy(overcharged: str, *, dry: bool = False) -> Iterator[None]:
     except DPKitError:
         raise
     except (TypeError, ValueError, ArithmeticError) as exc:
-        if dry:
+        if charged():
             raise DataError(
                 "the answer to this query cannot be computed with these parameters (its value "
                 "or its interval at this alpha overflows); use a larger alpha (e.g. 0.05), a "
