@@ -169,3 +169,9 @@ def test_neighbouring_datasets_give_the_same_outcome_for_every_query_kind(
     assert outcomes[0] == outcomes[1]
     kinds = {o for o, _ in outcomes[0]}
     assert "answered" in kinds and len(kinds) > 1  # both answers and refusals were exercised
+
+
+def test_a_misspelt_policy_is_refused_not_ignored() -> None:
+    with pytest.raises(DataError, match="unknown key") as err:
+        Column.from_dict({"name": "a", "type": "float", "bounds": [0, 1], "mising": "drop"})
+    assert "mising" not in str(err.value)

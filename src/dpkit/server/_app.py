@@ -223,7 +223,8 @@ def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> A
     async def raw_body(request: Request) -> bytes:
         limit = config.max_body_bytes
         length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > limit):
+        # (a header of thousands of digits is refused before int(), which would raise on it)
+        if length is not None and (not length.isdigit() or len(length) > 18 or int(length) > limit):
             raise BodyTooLarge(f"the request body is larger than {limit} bytes.")
         buf = bytearray()
         async for chunk in request.stream():

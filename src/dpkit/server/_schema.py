@@ -69,6 +69,7 @@ traversal (``../x``), control characters and look-alike names out of the ledger 
 """
 
 _TYPES = ("float", "int", "category", "id", "local")
+_COLUMN_KEYS = {"name", "type", "bounds", "fill", "categories", "protocol", "epsilon", "missing"}
 LOCAL_PROTOCOLS = ("GRR", "HR")
 """Local protocols whose report is one integer per user, so a column of a CSV file can hold it."""
 MISSING = -1
@@ -126,6 +127,11 @@ class Column:
         if not isinstance(spec, Mapping):
             raise DataError("each column must be a table with name, type and bounds/categories.")
         name = check_name(spec.get("name"), "column name")
+        if set(spec) - _COLUMN_KEYS:  # a misspelt key (say, "mising") must not be ignored
+            raise DataError(
+                f"column {name}: unknown key(s) ({len(set(spec) - _COLUMN_KEYS)}); a column has "
+                f"{', '.join(sorted(_COLUMN_KEYS))}."
+            )
         kind = spec.get("type", "float")
         if kind not in _TYPES:
             raise DataError(f"column {name}: type must be one of {', '.join(_TYPES)}.")
