@@ -104,7 +104,7 @@ def test_int_keys_default_to_their_integers_or_are_listed() -> None:
     rows = reg.prepare("group_by", listed, schema, dummy).compute(dummy, 0, Meter(1.0, 0.0))
     assert [r["year"] for r in rows.value] == [1999, 2000]
     for bad in ([20_001], [1.5], ["1999"], [True]):
-        with pytest.raises(DataError, match="not an integer within its bounds"):
+        with pytest.raises(DataError, match="must be an integer from 0 to 20000"):
             reg.prepare("group_by", {**listed, "keys": bad}, schema, dummy)
     with pytest.raises(DataError, match="combinations"):
         reg.prepare("group_by", {"by": ["kids", "age"], "keys": None, "epsilon": 1.0},

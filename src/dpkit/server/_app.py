@@ -22,7 +22,9 @@ from dpkit.server._config import ServerConfig
 from dpkit.server._dashboard import dashboard_page
 from dpkit.server._json import compact, parse_strict
 from dpkit.server._ledger import NoBudgetError
+from dpkit.server._numbers import real
 from dpkit.server._registry import QueryRegistry
+from dpkit.server._sanitize import audit_name, audit_path, audit_text
 from dpkit.server._service import (
     AuthError,
     Curator,
@@ -72,14 +74,6 @@ _PAGE_HEADERS = {
 }
 
 
-def _text(value: object, limit: int) -> str | None:
-    """An audit field: at most ``limit`` characters that any database can store (JSON strings may
-    carry lone surrogates, which are not valid UTF-8)."""
-    if value is None:
-        return None
-    return str(value)[:limit].encode("utf-8", "replace").decode("utf-8")
-
-
 class _AuditMiddleware:
     """Queue one audit row per HTTP request (pure ASGI: no per-request task overhead)."""
 
@@ -103,11 +97,12 @@ class _AuditMiddleware:
         finally:
             w = self.writer()
             if w is not None:
+                # Every text from the client made storable and inert (:mod:`._sanitize`).
                 st = scope.get("state", {})
-                path = _text(scope.get("path", ""), 200)
-                row = (time.time(), st.get("principal"), _text(scope.get("method"), 16), path)
-                w.add((*row, _text(st.get("dataset"), 64), _text(st.get("query"), 32), status[0],
-                       _text(st.get("outcome"), 100)))  # fmt: skip
+                path = audit_path(scope.get("path", ""))
+                row = (time.time(), st.get("principal"), audit_text(scope.get("method"), 16), path)
+                w.add((*row, audit_name(st.get("dataset")), audit_name(st.get("query")),
+                       status[0], audit_text(st.get("outcome"), 100)))  # fmt: skip
 
 
 def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> Any:
@@ -124,6 +119,7 @@ def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> A
     """
     try:
         from fastapi import FastAPI, Request
+        from fastapi.exceptions import RequestValidationError
         from fastapi.responses import HTMLResponse, RedirectResponse, Response
         from starlette.concurrency import run_in_threadpool
     except ImportError as exc:  # pragma: no cover - the server extra installs it
@@ -193,6 +189,14 @@ def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> A
     async def _unhandled(request: Request, exc: Exception) -> Response:
         return error(exc, request)
 
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> Response:
+        # FastAPI's own answer lists each input it could not parse, value included: only the
+        # names of the parameters (declared here, not sent) are kept.
+        names = sorted({str(e.get("loc", ("", "?"))[-1]) for e in exc.errors()})
+        msg = f"invalid parameter(s) {', '.join(names)}: see the API's documentation at /docs."
+        return error(DataError(msg), request)
+
     def presented_key(request: Request) -> str | None:
         auth = request.headers.get("authorization", "")
         key = auth[7:].strip() if auth.lower().startswith("bearer ") else None
@@ -219,7 +223,8 @@ def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> A
     async def raw_body(request: Request) -> bytes:
         limit = config.max_body_bytes
         length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > limit):
+        # (a header of thousands of digits is refused before int(), which would raise on it)
+        if length is not None and (not length.isdigit() or len(length) > 18 or int(length) > limit):
             raise BodyTooLarge(f"the request body is larger than {limit} bytes.")
         buf = bytearray()
         async for chunk in request.stream():
@@ -286,8 +291,8 @@ def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> A
                 raise too_large
             b = parse(buf)
             if isinstance(b, dict):
-                request.state.dataset = str(b.get("dataset"))[:64]
-                request.state.query = str(b.get("query"))[:32]
+                request.state.dataset = b.get("dataset")  # made safe for the audit there
+                request.state.query = b.get("query")
             return p, b
 
         def run() -> dict[str, Any]:
@@ -375,13 +380,8 @@ def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> A
         b = await body(request)
         if not isinstance(b, dict) or set(b) - {"analyst", "dataset", "epsilon", "delta"}:
             raise DataError('send {"analyst": id, "dataset": name, "epsilon": e, "delta": d}.')
-        vals = [b.get("epsilon"), b.get("delta", 0.0)]
-        for v in vals:
-            if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < 1e6:
-                raise DataError("epsilon and delta must be numbers in [0, 1e6).")
-        eps, dlt = float(vals[0]), float(vals[1])
-        if not dlt < 1:
-            raise DataError("delta must be below 1.")
+        eps = real(b.get("epsilon"), "epsilon", low=0, high=1e6, high_open=True)
+        dlt = real(b.get("delta", 0.0), "delta", low=0, high=1, high_open=True)
         await run_in_threadpool(
             curator.ledger.set_budget, str(b.get("analyst")), str(b.get("dataset")), eps, dlt
         )

@@ -2,8 +2,10 @@
 
 Only the admin registers data, from a file under the configured import directory; the path is
 resolved and must stay inside that directory (no ``..``, no symbolic link out of it). Cleaning
-follows the policy of :mod:`dpkit.server._schema`. Cleaned columns are stored as ``.npy`` files in
-the service's data directory, one folder per dataset, and loaded back at start.
+follows the policy each column declares (``missing``: fill, map to ``(other)``, or drop the
+row; :mod:`dpkit.server._schema`), so that no stored value can make a query fail. Cleaned
+columns are stored as ``.npy`` files in the service's data directory (private: 0700 folders,
+0600 files), one folder per dataset, and loaded back at start.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from dpkit.errors import DataError
-from dpkit.server._schema import MISSING, DatasetSchema, Table, clean_column
+from dpkit.server._files import private_dir, private_file
+from dpkit.server._schema import DatasetSchema, Table, clean_column_mask
 
 __all__ = ["load_table", "read_source", "resolve_source", "store_table"]
 
@@ -65,6 +68,7 @@ def read_source(path: Path, schema: DatasetSchema) -> Table:
             "header naming every column of the schema."
         ) from exc
     cols: dict[str, Any] = {}
+    drop = np.zeros(table.num_rows, dtype=bool)
     for col in schema.columns:
         arr = table.column(col.name)
         text = col.type in ("category", "id")  # read as values, not parsed as numbers
@@ -81,13 +85,17 @@ def read_source(path: Path, schema: DatasetSchema) -> Table:
             values: Any = arr.to_pylist()
         else:
             values = np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.float64)
-        cols[col.name] = clean_column(col, values)
-        if col.type == "id" and bool(np.any(cols[col.name] == MISSING)):
+        cols[col.name], bad = clean_column_mask(col, values)
+        if col.policy == "drop":
+            drop |= bad
+        elif col.type == "id" and bool(np.any(bad)):
             # Told to the admin, who sees the data: a row without an owner cannot be bounded.
             raise DataError(
                 f"column {col.name} (the privacy unit) has missing values; every row must "
-                "belong to a unit: assign or drop those rows before registering."
+                'belong to a unit: assign those rows, or declare missing = "drop".'
             )
+    if bool(np.any(drop)):  # the rows a column's policy drops, decided before any query
+        cols = {name: values[~drop] for name, values in cols.items()}
     out = Table(schema, cols)
     if out.rows < MIN_ROWS:
         raise DataError(f"a dataset needs at least {MIN_ROWS} rows to be registered.")
@@ -118,10 +126,12 @@ def store_table(data_dir: Path, table: Table) -> None:
     """Write the cleaned columns atomically (a crash leaves the old version or the new one)."""
     folder = data_dir / table.schema.name
     tmp = data_dir / f".{table.schema.name}.tmp"
-    tmp.mkdir(parents=True, exist_ok=True)
+    private_dir(tmp)  # the data are private: 0700 folders, 0600 files, whatever the umask
     for name, values in table.columns.items():
-        np.save(tmp / f"{name}.npy", values, allow_pickle=False)
-    (tmp / "schema.json").write_text(json.dumps(table.schema.to_dict()))
+        with private_file(tmp / f"{name}.npy") as out:
+            np.save(out, values, allow_pickle=False)
+    with private_file(tmp / "schema.json") as out:
+        out.write(json.dumps(table.schema.to_dict()).encode())
     if folder.exists():
         old = data_dir / f".{table.schema.name}.old"
         os.replace(folder, old)

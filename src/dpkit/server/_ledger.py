@@ -37,6 +37,7 @@ from dpkit.server._charges import (
     charge_from_row,
 )
 from dpkit.server._checkpoint import Checkpointer
+from dpkit.server._files import private_ledger
 from dpkit.server._group import GroupCommit
 from dpkit.server._ledger_audit import AuditQueries
 from dpkit.server._locks import ledger_file_lock
@@ -100,6 +101,9 @@ class Ledger(AuditQueries, ChargeBatches):
                 raise ImportError("a PostgreSQL ledger needs pip install 'dpkit[server]'") from exc
             return psycopg.connect(self.url, autocommit=True)
         path = self.url.removeprefix("sqlite:///") if self.url.startswith("sqlite:") else self.url
+        # Created 0600 before SQLite opens it (its -wal and -shm files take the same mode): the
+        # ledger holds every answer, and a umask of 022 would leave it world-readable.
+        private_ledger(path)
         conn = sqlite3.connect(path, timeout=60.0, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA journal_mode=WAL")
         # FULL: a commit is on disk (WAL fsynced) before it returns, so a charge survives power

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any
@@ -35,8 +36,27 @@ class AuditQueries:
         # Not flushed on its own (like a stored answer): it survives a crash of the service and
         # reaches the disk with the next charge; the rows go in one call, not one per row, so
         # the write lock is held briefly.
-        with self._tx(durable=False) as conn:
-            conn.cursor().executemany(sql, rows)
+        try:
+            with self._tx(durable=False) as conn:
+                conn.cursor().executemany(sql, rows)
+            return
+        except Exception:
+            if len(rows) == 1:
+                raise
+        # One row the database refused (the fields are sanitized, but a database may still
+        # refuse one) must not lose the others: each is written in its own transaction, and
+        # a row refused again is kept with its text fields blanked, so the request is counted.
+        for row in rows:
+            try:
+                with self._tx(durable=False) as conn:
+                    conn.cursor().execute(sql, row)
+            except Exception:
+                logging.getLogger("dpkit.server").exception("audit row refused; blanked")
+                ts, principal, _method, _path, _ds, _q, status, _outcome = row
+                with self._tx(durable=False) as conn:
+                    conn.cursor().execute(
+                        sql, (ts, principal, None, None, None, None, status, "(unstorable)")
+                    )
 
     def audit(self, principal: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
         """The latest audit rows (of one principal, or all), newest first."""

@@ -50,7 +50,7 @@ def ledger_file_lock(url: str) -> FileLock | None:
 @contextmanager
 def flocked(path: Path, *, exclusive: bool) -> Iterator[None]:
     """Hold ``path``'s lock, exclusive or shared, for the duration of the block."""
-    with open(path, "a") as f:
+    with os.fdopen(os.open(path, os.O_RDWR | os.O_CREAT, 0o600), "rb") as f:  # private (0600)
         fcntl.flock(f, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         try:
             yield

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -19,6 +18,7 @@ import numpy as np
 
 import dpkit.stats as st
 from dpkit.errors import DataError, DPKitError
+from dpkit.server._numbers import integer, privacy, real
 from dpkit.server._registry import Answer, Meter, Prepared, QueryRegistry, check_keys
 from dpkit.server._schema import Column, DatasetSchema, Table
 from dpkit.stats._aggregate import (
@@ -29,7 +29,6 @@ from dpkit.stats._aggregate import (
     mean_steps,
     sum_steps,
 )
-from dpkit.stats._common import check_privacy
 
 __all__ = ["clamped", "stats_registry"]
 
@@ -39,19 +38,14 @@ _MAX_QUANTILES = 100
 
 
 def _number(value: object, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise DataError(f"{what} must be a number.")
-    out = float(value)
-    if not math.isfinite(out):
-        raise DataError(f"{what} must be finite.")
-    return out
+    return real(value, what)
 
 
 def _alpha(params: Mapping[str, Any]) -> float:
-    a = _number(params.get("alpha", 0.05), "alpha")
-    if not 0 < a < 1:
-        raise DataError("alpha must be in (0, 1), e.g. 0.05 for a 95% interval.")
-    return a
+    return real(
+        params.get("alpha", 0.05), "alpha", low=0, high=1, low_open=True, high_open=True,
+        hint=", e.g. 0.05 for a 95% interval",
+    )  # fmt: skip
 
 
 def _numeric(schema: DatasetSchema, name: object) -> Column:
@@ -113,9 +107,7 @@ def _answer(rel: st.Release, alpha: float, labels: tuple[str, ...] | None = None
 
 
 def _privacy(params: Mapping[str, Any], pure: bool = False) -> tuple[float, float, float]:
-    eps, dlt = check_privacy(params.get("epsilon"), params.get("delta", 0.0))
-    if pure and dlt != 0:
-        raise DataError("this query is ε-DP only; leave delta at 0.")
+    eps, dlt = privacy(params, pure=pure)
     return eps, dlt, _alpha(params)
 
 
@@ -139,9 +131,7 @@ def _univariate(fn: Callable[..., st.Release], name: str) -> Any:
         bounds = _bounds(params, col)
         kw: dict[str, Any] = {}
         if "ddof" in params:
-            if params["ddof"] not in (0, 1) or isinstance(params["ddof"], bool):
-                raise DataError("ddof must be 0 or 1.")
-            kw["ddof"] = int(params["ddof"])
+            kw["ddof"] = integer(params["ddof"], "ddof", low=0, high=1)
 
         def compute(t: Table, rng: Any, meter: Meter) -> Answer:
             rel = fn(
@@ -243,9 +233,7 @@ def _quantiles(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
     q = params.get("q", [0.5])
     if not isinstance(q, list) or not 0 < len(q) <= _MAX_QUANTILES:
         raise DataError(f"q must be a list of 1 to {_MAX_QUANTILES} probabilities.")
-    qs = [_number(v, "q") for v in q]
-    if not all(0 <= v <= 1 for v in qs):
-        raise DataError("each q must lie in [0, 1].")
+    qs = [real(v, "q", low=0, high=1) for v in q]
 
     def compute(t: Table, rng: Any, meter: Meter) -> Answer:
         rel = st.quantile(
@@ -271,8 +259,7 @@ def _histogram(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
         labels = (*col.categories, "(other)")
         edges: list[float] = [i - 0.5 for i in range(len(labels) + 1)]
     elif isinstance(bins, int) and not isinstance(bins, bool):
-        if not 1 <= bins <= _MAX_BINS:
-            raise DataError(f"bins must be between 1 and {_MAX_BINS}.")
+        bins = integer(bins, "bins", low=1, high=_MAX_BINS)
         assert col.bounds is not None
         edges = [float(e) for e in np.linspace(col.bounds[0], col.bounds[1], bins + 1)]
         labels = tuple(f"[{lo:g}, {hi:g})" for lo, hi in itertools.pairwise(edges))

@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 
 from dpkit.errors import DataError
+from dpkit.server._numbers import integer, privacy, real
 from dpkit.server._registry import Answer, Meter, Prepared, check_keys
 from dpkit.server._schema import Column, DatasetSchema, Table
-from dpkit.stats._common import check_privacy
 
 __all__ = ["MAX_AGGREGATIONS", "MAX_BOUND", "MAX_GROUPS", "prepare_group_by"]
 
@@ -98,9 +98,7 @@ def _code(col: Column, value: object) -> int:
         return labels.index(value)
     assert col.bounds is not None
     lo, hi = math.floor(col.bounds[0]), math.ceil(col.bounds[1])
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise DataError(f"a key of column {col.name} is not an integer within its bounds.")
-    return value
+    return integer(value, f"a key of column {col.name}", low=lo, high=hi)
 
 
 def _label(col: Column, code: int) -> Any:
@@ -136,10 +134,7 @@ def _public_keys(params: Mapping[str, Any], cols: list[Column]) -> list[tuple[in
 
 
 def _bound(params: Mapping[str, Any], name: str, default: int = 1) -> int:
-    v = params.get(name, default)
-    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_BOUND:
-        raise DataError(f"{name} must be an integer from 1 to {MAX_BOUND}.")
-    return v
+    return integer(params.get(name, default), name, low=1, high=MAX_BOUND)
 
 
 def _aggregations(params: Mapping[str, Any], schema: DatasetSchema) -> list[Any]:
@@ -166,16 +161,13 @@ def _aggregations(params: Mapping[str, Any], schema: DatasetSchema) -> list[Any]
         bounds = a.get("bounds", list(col.bounds))
         if not isinstance(bounds, list) or len(bounds) != 2:
             raise DataError("an aggregation's bounds must be [low, high].")
-        for b in bounds:
-            if isinstance(b, bool) or not isinstance(b, int | float):
-                raise DataError("an aggregation's bounds must be numbers.")
+        bounds = [real(b, "an aggregation's bounds") for b in bounds]
         if stat == "quantiles":
             q = a.get("q", [0.5])
             if not isinstance(q, list) or not 1 <= len(q) <= 20:
                 raise DataError("q must be a list of 1 to 20 probabilities.")
-            if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in q):
-                raise DataError("q must hold numbers in [0, 1].")
-            out.append(dpf.quantiles(col.name, q, bounds=tuple(bounds)))
+            qs = [real(v, "q", low=0, high=1) for v in q]
+            out.append(dpf.quantiles(col.name, qs, bounds=tuple(bounds)))
         else:
             out.append(getattr(dpf, stat)(col.name, bounds=tuple(bounds)))
     return out
@@ -226,10 +218,11 @@ def prepare_group_by(params: Mapping[str, Any], schema: DatasetSchema) -> Prepar
     except ImportError as exc:  # pragma: no cover - the server extra installs polars
         raise DataError("group_by needs polars on the server: pip install 'dpkit[server]'") from exc
     check_keys(params, _ALLOWED)
-    eps, dlt = check_privacy(params.get("epsilon"), params.get("delta", 0.0))
-    alpha = params.get("alpha", 0.05)
-    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha < 1:
-        raise DataError("alpha must be in (0, 1), e.g. 0.05 for 95% intervals.")
+    eps, dlt = privacy(params)
+    alpha = real(
+        params.get("alpha", 0.05), "alpha", low=0, high=1, low_open=True, high_open=True,
+        hint=", e.g. 0.05 for 95% intervals",
+    )  # fmt: skip
     cols = _key_columns(params, schema)
     keys = _public_keys(params, cols)
     if keys is None and dlt == 0:

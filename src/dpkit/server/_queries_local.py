@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from dpkit.errors import DataError
+from dpkit.server._numbers import real
 from dpkit.server._registry import Answer, Meter, Prepared, check_keys
 from dpkit.server._schema import MISSING, DatasetSchema, Table
 
@@ -60,9 +61,10 @@ def prepare_local_frequencies(params: Mapping[str, Any], schema: DatasetSchema) 
         raise DataError(
             f"column {col.name} is of type {col.type}; this query needs a local column."
         )
-    alpha = params.get("alpha", 0.05)
-    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha < 1:
-        raise DataError("alpha must be in (0, 1), e.g. 0.05 for 95% intervals.")
+    alpha = real(
+        params.get("alpha", 0.05), "alpha", low=0, high=1, low_open=True, high_open=True,
+        hint=", e.g. 0.05 for 95% intervals",
+    )  # fmt: skip
     oracle = col.oracle()
     assert col.categories is not None
     labels = tuple(col.categories)

@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 
 from dpkit.errors import DataError
+from dpkit.server._numbers import integer, privacy
 from dpkit.server._registry import Answer, Meter, Prepared, check_keys
 from dpkit.server._schema import Column, DatasetSchema, Table
-from dpkit.stats._common import check_privacy
 
 __all__ = ["MAX_COLUMNS", "synthesize_entry"]
 
@@ -101,15 +101,13 @@ def synthesize_entry(max_rows: int) -> Callable[[Mapping[str, Any], DatasetSchem
                 f"dataset {schema.name} has several rows per person; the synthesizer protects "
                 "one row, so it is refused here."
             )
-        eps, dlt = check_privacy(params.get("epsilon"), params.get("delta", 0.0))
+        eps, dlt = privacy(params)
         if dlt == 0:
             raise DataError("synthesize needs delta > 0 (the fit is accounted in zCDP).")
-        rows = params.get("rows", 1000)
-        if isinstance(rows, bool) or not isinstance(rows, int) or not 1 <= rows <= max_rows:
-            raise DataError(f"rows must be an integer from 1 to {max_rows} (the service's cap).")
-        bins = params.get("bins", 16)
-        if isinstance(bins, bool) or not isinstance(bins, int) or not 2 <= bins <= 64:
-            raise DataError("bins must be an integer from 2 to 64.")
+        rows = integer(
+            params.get("rows", 1000), "rows", low=1, high=max_rows, hint=" (the service's cap)"
+        )
+        bins = integer(params.get("bins", 16), "bins", low=2, high=64)
         method = params.get("method", "aim")
         if method not in ("aim", "mst", "independent"):
             raise DataError("method must be 'aim', 'mst' or 'independent'.")
@@ -126,6 +124,8 @@ def synthesize_entry(max_rows: int) -> Callable[[Mapping[str, Any], DatasetSchem
             table = [dict(zip(names, r, strict=True)) for r in zip(*values, strict=True)]
             return Answer(table, None, tuple(names))
 
-        return Prepared("synthesize", eps, dlt, compute)
+        # Probed, not dry-released: a fit on the dummy costs seconds, and the answer (rows
+        # sampled from the model over the public domain) has no interval and cannot overflow.
+        return Prepared("synthesize", eps, dlt, compute, dry=False)
 
     return prepare

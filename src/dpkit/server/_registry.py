@@ -6,11 +6,14 @@ closure. ``compute(table, rng, accountant)`` runs the release on a table and mus
 ``accountant`` with its privacy event before drawing any noise (the contract of every dpkit
 statistic). The service then
 
-1. calls ``compute`` on the public *dummy* table with a probe accountant of budget (ε, δ): this
-   finishes validation (a parameter the statistic itself rejects fails here, free) and checks
-   that the statistic's own event fits the price; the probe stops it before any noise is drawn.
-   The outcome is remembered per dummy table and canonical request, so an identical request is
-   not probed again;
+1. calls ``compute`` in full on the public *dummy* table with a meter accountant of budget
+   (ε, δ), a *dry release*: this finishes validation (a parameter the statistic itself rejects
+   fails here, free), checks that the statistic's own event fits the price, and computes from
+   the public parameters everything that could overflow after the charge (noise scales, error
+   bars at the request's ``alpha``, the fixed-point range of the bounds). An entry that declares
+   ``dry=False`` is instead *probed*: stopped at its charge, before any noise is drawn. The
+   outcome is remembered per dummy table and canonical request, so an identical request is not
+   validated again;
 2. charges (ε, δ) in one ledger transaction;
 3. calls ``compute`` on the real table with a meter accountant of the same budget.
 
@@ -66,6 +69,13 @@ class Prepared:
     quick: Callable[[Table], bool] | None = field(default=None, repr=False, compare=False)
     """Whether ``compute`` on this table takes well under a millisecond (e.g. its aggregate
     is remembered), so that an ``inline`` entry may run it on the service's event loop."""
+    dry: bool = True
+    """Validate by a *dry release*: ``compute`` run in full on the public dummy table (noise,
+    error bars and all), so that a request whose answer cannot be computed (an interval that
+    overflows at the requested ``alpha``, a value past the range of a float) is refused before
+    the charge. ``False`` only for an entry whose answer, once charged, is bounded by
+    construction and whose full run on the dummy would be costly (it is then probed up to
+    its charge)."""
 
 
 _MIN_EPSILON = 1e-12
@@ -211,22 +221,50 @@ class QueryRegistry:
                 "epsilon must be at least 1e-12 (the ledger's unit); smaller values give answers "
                 "that are pure noise."
             )
-        probe = Meter(eps, dlt, probe=True)
-        try:
-            with _run_on_dummy(
-                "the statistic's privacy event does not fit the price it was given; this is a "
-                "defect of the query type, not of the request."
-            ):
-                # rng=None: the probe stops at the charge, before any generator is made; a seed
-                # here would make every priced query a "charged release with insecure noise".
-                prepared.compute(dummy, None, probe)
-        except _Priced:
-            if key is not None:  # an entry's validation and price depend on the request alone
-                dummy.memo.get(key, lambda: prepared)
-            return prepared
-        raise PrivacyParameterError(
-            "the query type released without charging its accountant; refusing to run it."
-        )
+        if prepared.dry:
+            _dry_release(prepared, dummy)
+        else:
+            _probe(prepared, dummy)
+        if key is not None:  # an entry's validation and price depend on the request alone
+            dummy.memo.get(key, lambda: prepared)
+        return prepared
+
+
+_OVERCHARGED = (
+    "the statistic's privacy event does not fit the price it was given; this is a defect of "
+    "the query type, not of the request."
+)
+_UNCHARGED = "the query type released without charging its accountant; refusing to run it."
+
+
+def _dry_release(prepared: Prepared, dummy: Table) -> None:
+    """Run the whole release on the public dummy table, under a meter holding its price.
+
+    Everything a release computes from public parameters alone (the noise scale, the error
+    bars at the request's ``alpha``, the fixed-point grid of the bounds, the range of the
+    output) is computed here exactly as it will be on the real table; a request for which one
+    of them overflows or is undefined is refused now, free, instead of failing after its charge
+    (with its budget lost). The answer is discarded: the dummy is public data, and its noise is
+    drawn from a secure generator like any other.
+    """
+    meter = Meter(prepared.epsilon, prepared.delta)
+    with _run_on_dummy(_OVERCHARGED, charged=lambda: meter.charged):
+        prepared.compute(dummy, None, meter)
+    if not meter.charged:
+        raise PrivacyParameterError(_UNCHARGED)
+
+
+def _probe(prepared: Prepared, dummy: Table) -> None:
+    """Run the entry on the dummy up to its charge (which must fit the price), then stop."""
+    probe = Meter(prepared.epsilon, prepared.delta, probe=True)
+    try:
+        with _run_on_dummy(_OVERCHARGED):
+            # rng=None: the probe stops at the charge, before any generator is made; a seed
+            # here would make every priced query a "charged release with insecure noise".
+            prepared.compute(dummy, None, probe)
+    except _Priced:
+        return
+    raise PrivacyParameterError(_UNCHARGED)
 
 
 def _check_free(prepared: Prepared, dummy: Table) -> Prepared:
@@ -241,9 +279,13 @@ def _check_free(prepared: Prepared, dummy: Table) -> Prepared:
 
 
 @contextmanager
-def _run_on_dummy(overcharged: str) -> Iterator[None]:
+def _run_on_dummy(
+    overcharged: str, *, charged: Callable[[], bool] = lambda: False
+) -> Iterator[None]:
     """An entry run on the dummy table: a charge its meter refuses is a defect of the entry
-    (``overcharged``); a TypeError, ValueError or ArithmeticError is a request it cannot serve."""
+    (``overcharged``); a TypeError, ValueError or ArithmeticError is a request it cannot serve:
+    invalid parameters before the charge, an answer or error bars that cannot be computed (e.g.
+    they overflow) after it (``charged()``: whether the meter was charged)."""
     try:
         yield
     except BudgetExceededError as exc:
@@ -251,4 +293,10 @@ def _run_on_dummy(overcharged: str) -> Iterator[None]:
     except DPKitError:
         raise
     except (TypeError, ValueError, ArithmeticError) as exc:
+        if charged():
+            raise DataError(
+                "the answer to this query cannot be computed with these parameters (its value "
+                "or its interval at this alpha overflows); use a larger alpha (e.g. 0.05), a "
+                "larger epsilon or narrower bounds. Nothing was charged."
+            ) from exc
         raise DataError("the query's parameters are invalid for this query type.") from exc

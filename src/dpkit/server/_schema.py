@@ -6,21 +6,26 @@ is declared by the admin in a *public schema*. Data are cleaned against that sch
 they are registered, so that no query can fail, or take a different path, because of a private
 value after it has been charged (DESIGN.md, "Errors on private values").
 
-Cleaning policy (documented in ``docs/server.md``):
+Cleaning policy (documented in ``docs/server.md``), declared per column by its ``missing`` key:
+what ingestion does with a cell that has no place in the column's domain:
 
 * numeric columns: missing values (null, NaN, empty or unparsable cells) become the column's
-  public ``fill`` value (the middle of the bounds unless given); ±inf and out-of-range values are
-  clamped to the bounds (what every bounded statistic does anyway);
+  public ``fill`` value (the middle of the bounds unless given; ``missing = "fill"``, the
+  default), or their row is dropped (``missing = "drop"``); ±inf and out-of-range values are
+  always clamped to the bounds (what every bounded statistic does anyway);
 * categorical columns: values are stored as codes ``0 … k−1`` of the declared categories; a
-  missing or undeclared value gets code ``k`` ("other"), never a new category;
-* no row is ever dropped: dropping one would change the count.
+  missing or undeclared value gets code ``k`` ("other", ``missing = "other"``, the default),
+  never a new category, or its row is dropped (``missing = "drop"``);
+* a row is dropped only where a column declares ``missing = "drop"``: the registered dataset is
+  then the file without those rows, decided by the admin, before any query.
 
 Two column types serve the registry's newer entries (both additive: older schemas read the same):
 
 * ``id``: an opaque identifier of the person a row belongs to (a user id), stored as integer
   codes. It may only be the dataset's ``privacy_unit`` (then one person may have many rows, and
   group-by queries bound each person's contribution, ``dpkit.frame``); registration refuses a
-  file with a missing id, since every row must belong to someone;
+  file with a missing id (``missing = "refuse"``, the default: told to the admin, who sees the
+  data), since every row must belong to someone, or drops those rows (``missing = "drop"``);
 * ``local``: reports already randomized on users' devices (``dpkit.local``), declared with their
   ``protocol`` (``GRR`` or ``HR``: one integer report per row), the ``epsilon`` each report was
   made with, and the ``categories`` the users' true values are coded by. A missing or malformed
@@ -32,7 +37,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -40,16 +45,19 @@ import numpy.typing as npt
 
 from dpkit.errors import DataError
 from dpkit.server._memo import Memo
+from dpkit.server._numbers import real
 
 __all__ = [
     "LOCAL_PROTOCOLS",
     "MISSING",
     "NAME_PATTERN",
+    "POLICIES",
     "Column",
     "DatasetSchema",
     "Table",
     "check_name",
     "clean_column",
+    "clean_column_mask",
     "dummy_table",
 ]
 
@@ -61,10 +69,21 @@ traversal (``../x``), control characters and look-alike names out of the ledger 
 """
 
 _TYPES = ("float", "int", "category", "id", "local")
+_COLUMN_KEYS = {"name", "type", "bounds", "fill", "categories", "protocol", "epsilon", "missing"}
 LOCAL_PROTOCOLS = ("GRR", "HR")
 """Local protocols whose report is one integer per user, so a column of a CSV file can hold it."""
 MISSING = -1
 """The stored code of a missing id or of a missing or malformed local report."""
+POLICIES = {
+    "float": ("fill", "drop"),
+    "int": ("fill", "drop"),
+    "category": ("other", "drop"),
+    "id": ("refuse", "drop"),
+    "local": ("keep", "drop"),
+}
+"""Per column type, what ingestion may do with a cell that has no place in the column's domain
+(its ``missing`` key; the first is the default). ``keep`` (local reports): stored as invalid
+and left out of aggregations."""
 
 
 def check_name(value: object, what: str) -> str:
@@ -78,12 +97,7 @@ def check_name(value: object, what: str) -> str:
 
 
 def _finite(value: object, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise DataError(f"{what} must be a number.")
-    out = float(value)
-    if not math.isfinite(out):
-        raise DataError(f"{what} must be finite.")
-    return out
+    return real(value, what)
 
 
 @dataclass(frozen=True)
@@ -98,6 +112,14 @@ class Column:
     protocol: str | None = None
     epsilon: float | None = None
     """For a ``local`` column: the protocol and the ε with which each report was randomized."""
+    missing: str = ""
+    """What ingestion does with a cell that has no place in the domain (:data:`POLICIES`);
+    empty: the type's default."""
+
+    @property
+    def policy(self) -> str:
+        """The ingestion policy in force (``missing``, or the type's default)."""
+        return self.missing or POLICIES[self.type][0]
 
     @classmethod
     def from_dict(cls, spec: Mapping[str, Any]) -> Column:
@@ -105,11 +127,24 @@ class Column:
         if not isinstance(spec, Mapping):
             raise DataError("each column must be a table with name, type and bounds/categories.")
         name = check_name(spec.get("name"), "column name")
+        if set(spec) - _COLUMN_KEYS:  # a misspelt key (say, "mising") must not be ignored
+            raise DataError(
+                f"column {name}: unknown key(s) ({len(set(spec) - _COLUMN_KEYS)}); a column has "
+                f"{', '.join(sorted(_COLUMN_KEYS))}."
+            )
         kind = spec.get("type", "float")
         if kind not in _TYPES:
             raise DataError(f"column {name}: type must be one of {', '.join(_TYPES)}.")
+        missing = spec.get("missing", POLICIES[kind][0])
+        if missing not in POLICIES[kind]:
+            raise DataError(
+                f"column {name}: missing must be one of {', '.join(POLICIES[kind])} for a "
+                f"{kind} column."
+            )
+        # stored only when it is not the default, so that older schemas read the same
+        missing = "" if missing == POLICIES[kind][0] else missing
         if kind == "id":
-            return cls(name, kind)
+            return cls(name, kind, missing=missing)
         if kind in ("category", "local"):
             cats = spec.get("categories")
             if not isinstance(cats, list | tuple) or not cats:
@@ -119,8 +154,8 @@ class Column:
             if len(set(cats)) != len(cats) or len(cats) > 10_000:
                 raise DataError(f"column {name}: categories must be distinct (at most 10,000).")
             if kind == "local":
-                return _local_column(name, tuple(cats), spec)
-            return cls(name, kind, categories=tuple(cats))
+                return replace(_local_column(name, tuple(cats), spec), missing=missing)
+            return cls(name, kind, categories=tuple(cats), missing=missing)
         b = spec.get("bounds")
         if not isinstance(b, list | tuple) or len(b) != 2:
             raise DataError(f"column {name}: numeric columns need bounds = [low, high].")
@@ -137,7 +172,7 @@ class Column:
             raise DataError(f"column {name}: fill must lie within the bounds.")
         if kind == "int":
             f = float(round(f))
-        return cls(name, kind, bounds=(lo, hi), fill=f)
+        return cls(name, kind, bounds=(lo, hi), fill=f, missing=missing)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form of the column (public)."""
@@ -150,6 +185,8 @@ class Column:
         if self.protocol is not None:
             out["protocol"] = self.protocol
             out["epsilon"] = self.epsilon
+        if self.missing:
+            out["missing"] = self.missing
         return out
 
     def oracle(self) -> Any:
@@ -243,27 +280,39 @@ def _missing_id(v: object) -> bool:
 
 def clean_column(col: Column, values: Sequence[Any] | npt.NDArray[Any]) -> npt.NDArray[Any]:
     """Clean one column's raw values by the policy of this module (never raises on a value)."""
+    return clean_column_mask(col, values)[0]
+
+
+def clean_column_mask(
+    col: Column, values: Sequence[Any] | npt.NDArray[Any]
+) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
+    """The cleaned column, and which of its cells had no place in the domain (missing or
+    unparsable values, undeclared categories, malformed reports): the cells a ``"drop"``
+    policy removes with their rows. Out-of-range numbers are not among them: they are clamped.
+    Never raises on a value."""
     if col.type == "id":
         codes: dict[Any, int] = {}
-        return np.fromiter(
+        ids = np.fromiter(
             (MISSING if _missing_id(v) else codes.setdefault(v, len(codes)) for v in values),
             dtype=np.int64,
             count=len(values),
         )
+        return ids, ids == MISSING
     if col.type == "local":
         x = np.asarray(values, dtype=np.float64)
         ok = np.isfinite(x) & (x == np.rint(x)) & (x >= 0) & (x < col.report_range)
-        return np.where(ok, np.nan_to_num(x), MISSING).astype(np.int64)
+        return np.where(ok, np.nan_to_num(x), MISSING).astype(np.int64), ~ok
     if col.type == "category":
         assert col.categories is not None
         index = {c: i for i, c in enumerate(col.categories)}
         other = len(col.categories)
-        return np.fromiter(
+        cats = np.fromiter(
             (index.get(v if isinstance(v, str) else str(v), other) if v is not None else other
              for v in values),
             dtype=np.int64,
             count=len(values),
         )  # fmt: skip
+        return cats, cats == other
     assert col.bounds is not None and col.fill is not None
     if isinstance(values, np.ndarray) and values.dtype.kind in "biuf":
         out = values.astype(np.float64)
@@ -274,11 +323,12 @@ def clean_column(col: Column, values: Sequence[Any] | npt.NDArray[Any]) -> npt.N
                 out[i] = float(v) if v is not None and not isinstance(v, bool) else math.nan
             except (TypeError, ValueError, OverflowError):
                 out[i] = math.nan
-    out[np.isnan(out)] = col.fill
+    bad = np.isnan(out)
+    out[bad] = col.fill
     np.clip(out, col.bounds[0], col.bounds[1], out=out)
     if col.type == "int":
         np.rint(out, out=out)
-    return out
+    return out, bad
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import os
 import re
 import shutil
@@ -24,9 +23,11 @@ from dpkit.noise import NoisePool
 from dpkit.server._auth import Principal, key_id, new_key, verify_key
 from dpkit.server._config import ServerConfig
 from dpkit.server._default import default_registry
+from dpkit.server._files import private_dir, tighten
 from dpkit.server._ingest import load_table, read_source, resolve_source, store_table
 from dpkit.server._ledger import Charge, Ledger, StaleDatasetError
 from dpkit.server._locks import flocked
+from dpkit.server._numbers import real
 from dpkit.server._queries import clamped
 from dpkit.server._registry import Meter, Prepared, QueryRegistry
 from dpkit.server._schema import DatasetSchema, Table, check_name, dummy_table
@@ -52,12 +53,6 @@ class NotFoundError(DPKitError):
 
 class QueryFailedError(DPKitError):
     """The computation failed after the charge (HTTP 500); the message says if it was refunded."""
-
-
-def _number(value: object, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise DataError(f"{what} must be a finite number.")
-    return float(value)
 
 
 def result_json(charge: Charge) -> dict[str, Any]:
@@ -142,7 +137,7 @@ class Curator:
         loading (reading the ledger's row, then the files) holds it shared, so a worker never
         loads files of one version under the ledger's version of another.
         """
-        self.config.data_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.config.data_dir)
         with flocked(self.config.data_dir / ".dpkit.lock", exclusive=exclusive):
             yield
 
@@ -167,6 +162,8 @@ class Curator:
             elif stored[3] != h:
                 self.ledger.set_key_hash("admin", h)
         with self._data_lock(exclusive=True):
+            # the files of an older installation (made under a umask of 022) become private too
+            tighten(self.config.data_dir)
             self._finish_interrupted_registrations()
         if self.config.datasets:
             with self._data_lock(exclusive=True):
@@ -270,16 +267,15 @@ class Curator:
         if not isinstance(spec, Mapping) or set(spec) - allowed:
             raise DataError(f"a dataset registration has the fields {', '.join(sorted(allowed))}.")
         schema = DatasetSchema.from_dict(spec)
-        eps = _number(spec.get("total_epsilon"), "total_epsilon")
-        dlt = _number(spec.get("total_delta", 0.0), "total_delta")
         # The cap is the one on analysts' budgets: amounts are stored as 64-bit integers of
         # 1e-12 units, so a larger total would fail in the database (after the data were stored).
-        if not 0 < eps < 1e6 or not 0 <= dlt < 1:
-            raise DataError("total_epsilon must be in (0, 1e6) and total_delta in [0, 1).")
+        eps = real(spec.get("total_epsilon"), "total_epsilon", low=0, high=1e6, low_open=True,
+                   high_open=True)  # fmt: skip
+        dlt = real(spec.get("total_delta", 0.0), "total_delta", low=0, high=1, high_open=True)
         path = resolve_source(self.config.import_dir, spec.get("source"))
         table = read_source(path, schema)
         # Stored and registered as one step for every process of the service (see _data_lock).
-        self.config.data_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.config.data_dir)
         store_table(self.config.data_dir, table)
         version = self.ledger.add_dataset(schema.name, schema.to_dict(), eps, dlt)
         self._install(table, version)
