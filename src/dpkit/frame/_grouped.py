@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dpkit._checks import check_delta, check_epsilon, check_probability
 from dpkit.errors import DataError, PrivacyParameterError
@@ -16,15 +16,12 @@ from dpkit.frame._finish import finish, public_totals
 from dpkit.frame._partition import combine, unit_partition
 from dpkit.frame._pipeline import ALL, ROWS, Layout, bound, prepare
 from dpkit.frame._selection import key_selection
+from dpkit.frame._spark import spark_schema_check, spark_totals
+from dpkit.frame._table import RESERVED, UNIT_ID, Table
 from dpkit.mechanisms._base import SupportsCharge, charge
 from dpkit.random import RNGLike, as_generator
 
-if TYPE_CHECKING:  # pragma: no cover
-    from dpkit.frame._query import Query
-
 __all__ = ["GroupBy", "GroupedQuery", "positive_int"]
-
-_OWN = "__unit"
 
 
 def positive_int(value: object, name: str) -> int:
@@ -78,7 +75,7 @@ class GroupBy:
 
     def __init__(
         self,
-        query: Query,
+        query: Table,
         by: tuple[str, ...],
         public_keys: object,
         max_groups: int,
@@ -97,7 +94,7 @@ class GroupedQuery:
 
     def __init__(
         self,
-        query: Query,
+        query: Table,
         by: tuple[str, ...],
         public_keys: object,
         max_groups: int,
@@ -113,7 +110,7 @@ class GroupedQuery:
             None
             if max_rows_per_unit is None
             else positive_int(max_rows_per_unit, "max_rows_per_unit"),
-            query._replace,
+            query.replace,
         )
         if not aggs or not all(isinstance(a, Aggregation) for a in aggs):
             raise DataError("agg needs aggregations such as dpkit.frame.count() or sum(...).")
@@ -152,14 +149,14 @@ class GroupedQuery:
         return frame
 
     def _layout(self) -> Layout:
-        unit = self._q._unit or _OWN
+        unit = UNIT_ID  # the identity captured when the query was made (see _table)
         keys = self._by or (ALL,)
         values = sorted({c for a in self._aggs for c in a.columns})
         return Layout(unit, tuple(keys), tuple(values))
 
     def _source(self) -> Any:
         pl = polars()
-        lf = self._q._data
+        lf = self._q.data
         if not self._by:
             lf = lf.with_columns(pl.lit(0, dtype=pl.Int32).alias(ALL))
         return lf
@@ -167,18 +164,20 @@ class GroupedQuery:
     def _check_schema(self, schema: Any, layout: Layout) -> None:
         pl = polars()
         names = list(schema.keys())
-        wanted = [*([self._q._unit] if self._q._unit else []), *self._by, *layout.values]
+        wanted = [*self._by, *layout.values]  # UNIT_ID is there: no step can drop it
         missing = [c for c in wanted if c not in names]
         if missing:
+            shown = [n for n in names if not n.startswith(RESERVED)]
             raise DataError(
-                f"unknown column(s) {missing}; the table has {names}. Check the spelling."
+                f"unknown column(s) {missing}; the table has {shown}. Check the spelling."
             )
-        for c in [*([self._q._unit] if self._q._unit else []), *self._by]:
+        for c in [UNIT_ID, *self._by]:
             # Object columns hold arbitrary Python values: no engine can hash or sort them
             # reliably, and their failure would surface late, so they are refused here.
             if schema[c] == pl.Object:
+                name = (self._q.unit or "row") if c == UNIT_ID else c
                 raise DataError(
-                    f"column {c!r} holds Python objects; cast it to a string, integer or "
+                    f"column {name!r} holds Python objects; cast it to a string, integer or "
                     "categorical column before grouping or bounding by it."
                 )
         for c in layout.values:
@@ -249,9 +248,11 @@ class GroupedQuery:
 
     def _steps(self, plan: NoisePlan) -> tuple[str, ...]:
         b = self._bounding
-        unit = self._q._unit or "each row"
-        steps = [*self._q._steps]
-        steps.append(f"privacy unit: {unit}; neighbours: {self._q._neighbouring.name}")
+        unit = "each row" if self._q.unit is None else f"{self._q.unit!r}"
+        steps = [
+            f"privacy unit: {unit}, fixed before any step; neighbours: {self._q.neighbouring.name}",
+            *self._q.steps,
+        ]
         steps.append(
             "drop rows with null/NaN in aggregated columns " + str(list(self._layout().values))
         )
@@ -286,10 +287,8 @@ class GroupedQuery:
         """
         plan = self._plan(epsilon, delta, noise, selection, selection_share)
         layout = self._layout()
-        if self._q._spark:
-            from dpkit.frame._spark import spark_schema_check
-
-            spark_schema_check(self, layout)
+        if self._q.spark:
+            spark_schema_check(self._q.data, self._by, layout)
         else:
             src = self._source()
             try:
@@ -319,7 +318,7 @@ class GroupedQuery:
         partitions: int = 1,
     ) -> tuple[Any, Any]:
         pl = polars()
-        own = self._q._unit is None
+        own = self._q.unit is None
         # Each row its own unit: partition by the row's content, so that identical rows (which
         # prepare numbers by occurrence, for their hashes) share a partition and get the
         # numbers they get in one pass.
@@ -348,16 +347,16 @@ class GroupedQuery:
     ) -> tuple[Any, Any]:
         """Exact bounded totals (before charging: any data error is raised here)."""
         layout = self._layout()
-        if self._q._spark:
-            from dpkit.frame._spark import spark_totals
-
-            return _no_overflow(*spark_totals(self, layout, plan, seeds))
+        if self._q.spark:
+            data = self._q.data
+            own = self._q.unit is None
+            return _no_overflow(*spark_totals(data, own, self._bounding, layout, plan, seeds))
         src = self._source()
-        if self._q._unit is not None:  # refused before charging: every row must have a unit
-            nulls = src.select(polars().col(self._q._unit).null_count()).collect().item()
+        if self._q.unit is not None:  # refused before charging: every row must have a unit
+            nulls = src.select(polars().col(UNIT_ID).null_count()).collect().item()
             if nulls:
                 raise DataError(
-                    f"the privacy unit column {self._q._unit!r} has null values; every row must "
+                    f"the privacy unit column {self._q.unit!r} has null values; every row must "
                     "belong to a unit (drop or assign them before the query)."
                 )
         try:
