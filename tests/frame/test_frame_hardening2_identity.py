@@ -141,6 +141,11 @@ def test_the_unit_column_may_be_rewritten_but_not_the_identity() -> None:
         lambda q: q.with_columns(pl.all().cast(pl.Int64)),
         lambda q: q.join(pl.DataFrame({"k": [0], hidden: [1]}), on="k"),
         lambda q: q.join(pl.DataFrame({hidden: [0]}), on=hidden),
+        # read: with each row its own unit the identity is a row number (not row-wise)
+        lambda q: q.filter(pl.col(hidden) < 3),
+        lambda q: q.with_columns(y=pl.col(hidden) % 2),
+        lambda q: q.group_by(hidden, public_keys=[0]),
+        lambda q: q.agg(dpf.sum(hidden, bounds=(0, 9))),
     ):
         with pytest.raises(DataError, match="reserved"):
             step(q)

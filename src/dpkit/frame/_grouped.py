@@ -17,7 +17,7 @@ from dpkit.frame._partition import combine, unit_partition
 from dpkit.frame._pipeline import ALL, ROWS, Layout, bound, prepare
 from dpkit.frame._selection import key_selection
 from dpkit.frame._spark import spark_schema_check, spark_totals
-from dpkit.frame._table import RESERVED, UNIT_ID, Table
+from dpkit.frame._table import RESERVED, UNIT_ID, Table, check_unreserved
 from dpkit.mechanisms._base import SupportsCharge, charge
 from dpkit.random import RNGLike, as_generator
 
@@ -75,14 +75,14 @@ class GroupBy:
 
     def __init__(
         self,
-        query: Table,
+        table: Table,
         by: tuple[str, ...],
         public_keys: object,
         max_groups: int,
         max_rows: int,
         max_rows_per_unit: int | None,
     ) -> None:
-        self._args = (query, by, public_keys, max_groups, max_rows, max_rows_per_unit)
+        self._args = (table, by, public_keys, max_groups, max_rows, max_rows_per_unit)
 
     def agg(self, *aggs: Aggregation) -> GroupedQuery:
         """The aggregations to release per group (``dpkit.frame.count``, ``sum``, …)."""
@@ -94,7 +94,7 @@ class GroupedQuery:
 
     def __init__(
         self,
-        query: Table,
+        table: Table,
         by: tuple[str, ...],
         public_keys: object,
         max_groups: int,
@@ -102,7 +102,7 @@ class GroupedQuery:
         max_rows_per_unit: int | None,
         aggs: tuple[Aggregation, ...],
     ) -> None:
-        self._q = query
+        self._table = table
         self._by = by
         self._bounding = Bounding(
             positive_int(max_rows, "max_rows"),
@@ -110,7 +110,7 @@ class GroupedQuery:
             None
             if max_rows_per_unit is None
             else positive_int(max_rows_per_unit, "max_rows_per_unit"),
-            query.replace,
+            table.replace,
         )
         if not aggs or not all(isinstance(a, Aggregation) for a in aggs):
             raise DataError("agg needs aggregations such as dpkit.frame.count() or sum(...).")
@@ -118,6 +118,9 @@ class GroupedQuery:
         if len(set(names)) != len(names):
             raise DataError(f"aggregation names must be unique, got {names}; use alias=.")
         _check_output_names(by, aggs)
+        # the identity column is the bounding's, not a key or a value (a row number, with each
+        # row its own unit, depends on the rows before it)
+        check_unreserved([*by, *(c for a in aggs for c in a.columns)], "the keys and aggregations")
         self._aggs = aggs
         self._public = None if public_keys is None else self._public_frame(public_keys)
         if not by:
@@ -156,7 +159,7 @@ class GroupedQuery:
 
     def _source(self) -> Any:
         pl = polars()
-        lf = self._q.data
+        lf = self._table.data
         if not self._by:
             lf = lf.with_columns(pl.lit(0, dtype=pl.Int32).alias(ALL))
         return lf
@@ -175,7 +178,7 @@ class GroupedQuery:
             # Object columns hold arbitrary Python values: no engine can hash or sort them
             # reliably, and their failure would surface late, so they are refused here.
             if schema[c] == pl.Object:
-                name = (self._q.unit or "row") if c == UNIT_ID else c
+                name = (self._table.unit or "row") if c == UNIT_ID else c
                 raise DataError(
                     f"column {name!r} holds Python objects; cast it to a string, integer or "
                     "categorical column before grouping or bounding by it."
@@ -248,11 +251,10 @@ class GroupedQuery:
 
     def _steps(self, plan: NoisePlan) -> tuple[str, ...]:
         b = self._bounding
-        unit = "each row" if self._q.unit is None else f"{self._q.unit!r}"
-        steps = [
-            f"privacy unit: {unit}, fixed before any step; neighbours: {self._q.neighbouring.name}",
-            *self._q.steps,
-        ]
+        t = self._table
+        unit = "each row" if t.unit is None else f"{t.unit!r}"
+        fixed = f"privacy unit: {unit}, fixed before any step; neighbours: {t.neighbouring.name}"
+        steps = [fixed, *t.steps]
         steps.append(
             "drop rows with null/NaN in aggregated columns " + str(list(self._layout().values))
         )
@@ -287,8 +289,8 @@ class GroupedQuery:
         """
         plan = self._plan(epsilon, delta, noise, selection, selection_share)
         layout = self._layout()
-        if self._q.spark:
-            spark_schema_check(self._q.data, self._by, layout)
+        if self._table.spark:
+            spark_schema_check(self._table.data, self._by, layout)
         else:
             src = self._source()
             try:
@@ -318,7 +320,7 @@ class GroupedQuery:
         partitions: int = 1,
     ) -> tuple[Any, Any]:
         pl = polars()
-        own = self._q.unit is None
+        own = self._table.unit is None
         # Each row its own unit: partition by the row's content, so that identical rows (which
         # prepare numbers by occurrence, for their hashes) share a partition and get the
         # numbers they get in one pass.
@@ -347,16 +349,16 @@ class GroupedQuery:
     ) -> tuple[Any, Any]:
         """Exact bounded totals (before charging: any data error is raised here)."""
         layout = self._layout()
-        if self._q.spark:
-            data = self._q.data
-            own = self._q.unit is None
+        if self._table.spark:
+            data = self._table.data
+            own = self._table.unit is None
             return _no_overflow(*spark_totals(data, own, self._bounding, layout, plan, seeds))
         src = self._source()
-        if self._q.unit is not None:  # refused before charging: every row must have a unit
+        if self._table.unit is not None:  # refused before charging: every row must have a unit
             nulls = src.select(polars().col(UNIT_ID).null_count()).collect().item()
             if nulls:
                 raise DataError(
-                    f"the privacy unit column {self._q.unit!r} has null values; every row must "
+                    f"the privacy unit column {self._table.unit!r} has null values; every row must "
                     "belong to a unit (drop or assign them before the query)."
                 )
         try:

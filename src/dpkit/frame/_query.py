@@ -10,7 +10,7 @@ from dpkit.errors import DataError
 from dpkit.frame._aggs import Aggregation
 from dpkit.frame._engine import as_lazy
 from dpkit.frame._grouped import GroupBy, GroupedQuery
-from dpkit.frame._table import Table, check_unreserved, schema_names, table
+from dpkit.frame._table import Table, check_unnamed, check_unreserved, schema_names, table
 from dpkit.stats._events import is_replace
 
 __all__ = ["Query"]
@@ -82,6 +82,7 @@ class Query:
     def filter(self, *predicates: Any) -> Query:
         """Keep the rows where every (row-wise) Polars predicate holds."""
         self._polars_only("filter")
+        check_unnamed(predicates, "filter")
         return self._derive(
             self._table.data.filter(*predicates), f"filter {len(predicates)} predicate(s)"
         )
@@ -95,6 +96,7 @@ class Query:
         """
         self._polars_only("with_columns")
         data = self._table.data
+        check_unnamed([*exprs, *named.values()], "with_columns")
         # the names the expressions write, from the plan's schema (no data are read)
         check_unreserved(schema_names(data.select(*exprs, **named), "with_columns"), "with_columns")
         names = [*named]
@@ -152,6 +154,7 @@ class Query:
         for b in by:
             if not isinstance(b, str):
                 raise DataError("group_by keys must be column names (str).")
+        check_unreserved(by, "group_by")
         return GroupBy(self._table, tuple(by), public_keys, max_groups, max_rows, max_rows_per_unit)
 
     def agg(

@@ -23,7 +23,15 @@ from dpkit.accounting import Neighbouring
 from dpkit.errors import DataError
 from dpkit.frame._engine import as_lazy, is_spark, polars
 
-__all__ = ["RESERVED", "UNIT_ID", "Table", "check_unreserved", "schema_names", "table"]
+__all__ = [
+    "RESERVED",
+    "UNIT_ID",
+    "Table",
+    "check_unnamed",
+    "check_unreserved",
+    "schema_names",
+    "table",
+]
 
 RESERVED = "__dpkit_"  # no column of the data, of a public table, or of a step may start so
 UNIT_ID = f"{RESERVED}unit"  # the unit's identity, captured when the query is made
@@ -49,10 +57,21 @@ def check_unreserved(names: Iterable[str], what: str) -> None:
     bad = sorted(n for n in names if n.startswith(RESERVED))
     if bad:
         raise DataError(
-            f"{what} would have column(s) named with the reserved prefix {RESERVED!r}, which "
-            "holds the privacy unit's identity; rename them (or name the columns an expression "
-            "writes explicitly instead of pl.all())."
+            f"{what} names column(s) with the reserved prefix {RESERVED!r}, which holds the "
+            "privacy unit's identity (no step may read or write it); rename them, or name the "
+            "columns an expression writes instead of pl.all()."
         )
+
+
+def check_unnamed(exprs: Iterable[Any], what: str) -> None:
+    """Refuse expressions that name a reserved column (its values belong to the bounding: with
+    each row its own unit it is a row number, which depends on the rows before it)."""
+    names: list[str] = []
+    for e in exprs:
+        meta = getattr(e, "meta", None)
+        if meta is not None and hasattr(meta, "root_names"):
+            names += [str(n) for n in meta.root_names()]
+    check_unreserved(names, what)
 
 
 def schema_names(lf: Any, what: str) -> list[str]:
