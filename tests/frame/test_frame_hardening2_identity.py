@@ -111,6 +111,12 @@ REBIND: list[tuple[str, Any]] = [
             pl.DataFrame({"txn": range(20_000), "uid": range(20_000)}), on="txn"
         ).with_columns(user=pl.col("uid")),
     ),
+    (
+        "join output named like the unit",
+        lambda q: q.join(
+            pl.DataFrame({"txn": range(20_000), "user": range(20_000)}), on="txn"
+        ).with_columns(user=pl.col("user_right")),
+    ),
     ("filter then rebind", lambda q: q.filter(pl.col("txn") >= 0).with_columns(user=pl.col("txn"))),
 ]
 
