@@ -18,6 +18,7 @@ import dpkit.frame._pipeline as pipeline_mod
 from dpkit.frame._calibrate import Bounding
 from dpkit.frame._pipeline import ROWS, UNITS, WEIGHT, G, H, bound, pack_min, prepare
 from dpkit.frame._selection import weights
+from dpkit.frame._table import UNIT_ID
 
 B = (0.0, 100.0)
 SEEDS = (11, 22, 33, 44)
@@ -65,8 +66,8 @@ def _reference(prep: pl.DataFrame, plan: Any, keys: list[str], l_inf: int, l0: i
         # NaN != NaN in Python: key them by a canonical form (Polars groups NaN with NaN)
         k = tuple("nan" if isinstance(r[c], float) and r[c] != r[c] else r[c] for c in keys)
         k = tuple(0.0 if v == 0.0 and isinstance(v, float) else v for v in k)
-        pairs[(r["user"], k)].append((r[H], tuple(r[v] for v in values)))
-        pair_hash[(r["user"], k)] = r[G]
+        pairs[(r[UNIT_ID], k)].append((r[H], tuple(r[v] for v in values)))
+        pair_hash[(r[UNIT_ID], k)] = r[G]
     by_unit: dict[Any, list[Any]] = defaultdict(list)
     for u, k in pairs:
         by_unit[u].append(k)

@@ -195,3 +195,21 @@ def test_missing_policy_is_the_same_on_spark(spark: Any) -> None:
     )
     assert isinstance(a, pl.DataFrame) and isinstance(b, pl.DataFrame)
     assert a.equals(b.select(a.columns))
+
+
+def test_identity_is_fixed_when_the_query_is_made(spark: Any) -> None:
+    """As on Polars: the unit's identity column is added by Query (reserved names refused from
+    the schema, no job), and a query without keys bounds the same rows on both engines."""
+    from dpkit.frame._table import UNIT_ID
+
+    df = _table()
+    sdf = spark.createDataFrame(df.to_arrow())
+    with pytest.raises(DataError, match="reserved"):
+        dpf.Query(sdf.withColumnRenamed("x", UNIT_ID), privacy_unit="user")
+    with pytest.raises(DataError, match="unknown"):
+        dpf.Query(sdf, privacy_unit="usr")
+    aggs = (dpf.count(), dpf.sum("x", bounds=(0, 100)))
+    a = dpf.Query(df, privacy_unit="user").agg(*aggs, max_rows=2).bounded_aggregates(seed=3)
+    b = dpf.Query(sdf, privacy_unit="user").agg(*aggs, max_rows=2).bounded_aggregates(seed=3)
+    assert isinstance(a, pl.DataFrame) and isinstance(b, pl.DataFrame)
+    assert a.equals(b.select(a.columns))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dpkit._checks import check_delta, check_epsilon, check_probability
 from dpkit._missing import missing_error
@@ -17,15 +17,12 @@ from dpkit.frame._finish import finish, public_totals
 from dpkit.frame._partition import combine, unit_partition
 from dpkit.frame._pipeline import ALL, ROWS, Layout, bound, missing_rows, prepare
 from dpkit.frame._selection import key_selection
+from dpkit.frame._spark import spark_refuse_missing, spark_schema_check, spark_totals
+from dpkit.frame._table import RESERVED, UNIT_ID, Table, check_unreserved
 from dpkit.mechanisms._base import SupportsCharge, charge
 from dpkit.random import RNGLike, as_generator
 
-if TYPE_CHECKING:  # pragma: no cover
-    from dpkit.frame._query import Query
-
 __all__ = ["GroupBy", "GroupedQuery", "positive_int"]
-
-_OWN = "__unit"
 
 
 def positive_int(value: object, name: str) -> int:
@@ -79,14 +76,14 @@ class GroupBy:
 
     def __init__(
         self,
-        query: Query,
+        table: Table,
         by: tuple[str, ...],
         public_keys: object,
         max_groups: int,
         max_rows: int,
         max_rows_per_unit: int | None,
     ) -> None:
-        self._args = (query, by, public_keys, max_groups, max_rows, max_rows_per_unit)
+        self._args = (table, by, public_keys, max_groups, max_rows, max_rows_per_unit)
 
     def agg(self, *aggs: Aggregation) -> GroupedQuery:
         """The aggregations to release per group (``dpkit.frame.count``, ``sum``, …)."""
@@ -98,7 +95,7 @@ class GroupedQuery:
 
     def __init__(
         self,
-        query: Query,
+        table: Table,
         by: tuple[str, ...],
         public_keys: object,
         max_groups: int,
@@ -106,7 +103,7 @@ class GroupedQuery:
         max_rows_per_unit: int | None,
         aggs: tuple[Aggregation, ...],
     ) -> None:
-        self._q = query
+        self._table = table
         self._by = by
         self._bounding = Bounding(
             positive_int(max_rows, "max_rows"),
@@ -114,7 +111,7 @@ class GroupedQuery:
             None
             if max_rows_per_unit is None
             else positive_int(max_rows_per_unit, "max_rows_per_unit"),
-            query._replace,
+            table.replace,
         )
         if not aggs or not all(isinstance(a, Aggregation) for a in aggs):
             raise DataError("agg needs aggregations such as dpkit.frame.count() or sum(...).")
@@ -122,6 +119,9 @@ class GroupedQuery:
         if len(set(names)) != len(names):
             raise DataError(f"aggregation names must be unique, got {names}; use alias=.")
         _check_output_names(by, aggs)
+        # the identity column is the bounding's, not a key or a value (a row number, with each
+        # row its own unit, depends on the rows before it)
+        check_unreserved([*by, *(c for a in aggs for c in a.columns)], "the keys and aggregations")
         self._aggs = aggs
         self._public = None if public_keys is None else self._public_frame(public_keys)
         if not by:
@@ -153,14 +153,14 @@ class GroupedQuery:
         return frame
 
     def _layout(self) -> Layout:
-        unit = self._q._unit or _OWN
+        unit = UNIT_ID  # the identity captured when the query was made (see _table)
         keys = self._by or (ALL,)
         values = sorted({c for a in self._aggs for c in a.columns})
         return Layout(unit, tuple(keys), tuple(values))
 
     def _source(self) -> Any:
         pl = polars()
-        lf = self._q._data
+        lf = self._table.data
         if not self._by:
             lf = lf.with_columns(pl.lit(0, dtype=pl.Int32).alias(ALL))
         return lf
@@ -168,18 +168,20 @@ class GroupedQuery:
     def _check_schema(self, schema: Any, layout: Layout) -> None:
         pl = polars()
         names = list(schema.keys())
-        wanted = [*([self._q._unit] if self._q._unit else []), *self._by, *layout.values]
+        wanted = [*self._by, *layout.values]  # UNIT_ID is there: no step can drop it
         missing = [c for c in wanted if c not in names]
         if missing:
+            shown = [n for n in names if not n.startswith(RESERVED)]
             raise DataError(
-                f"unknown column(s) {missing}; the table has {names}. Check the spelling."
+                f"unknown column(s) {missing}; the table has {shown}. Check the spelling."
             )
-        for c in [*([self._q._unit] if self._q._unit else []), *self._by]:
+        for c in [UNIT_ID, *self._by]:
             # Object columns hold arbitrary Python values: no engine can hash or sort them
             # reliably, and their failure would surface late, so they are refused here.
             if schema[c] == pl.Object:
+                name = (self._table.unit or "row") if c == UNIT_ID else c
                 raise DataError(
-                    f"column {c!r} holds Python objects; cast it to a string, integer or "
+                    f"column {name!r} holds Python objects; cast it to a string, integer or "
                     "categorical column before grouping or bounding by it."
                 )
         for c in layout.values:
@@ -250,10 +252,11 @@ class GroupedQuery:
 
     def _steps(self, plan: NoisePlan) -> tuple[str, ...]:
         b = self._bounding
-        unit = self._q._unit or "each row"
-        steps = [*self._q._steps]
-        steps.append(f"privacy unit: {unit}; neighbours: {self._q._neighbouring.name}")
-        what = "drop" if self._q._missing == "drop" else "refuse (before charging) any"
+        t = self._table
+        unit = "each row" if t.unit is None else f"{t.unit!r}"
+        fixed = f"privacy unit: {unit}, fixed before any step; neighbours: {t.neighbouring.name}"
+        steps = [fixed, *t.steps]
+        what = "drop" if t.missing == "drop" else "refuse (before charging) any"
         steps.append(
             f"{what} rows with null/NaN in aggregated columns {list(self._layout().values)}"
         )
@@ -288,10 +291,8 @@ class GroupedQuery:
         """
         plan = self._plan(epsilon, delta, noise, selection, selection_share)
         layout = self._layout()
-        if self._q._spark:
-            from dpkit.frame._spark import spark_schema_check
-
-            spark_schema_check(self, layout)
+        if self._table.spark:
+            spark_schema_check(self._table.data, self._by, layout)
         else:
             src = self._source()
             try:
@@ -321,7 +322,7 @@ class GroupedQuery:
         partitions: int = 1,
     ) -> tuple[Any, Any]:
         pl = polars()
-        own = self._q._unit is None
+        own = self._table.unit is None
         # Each row its own unit: partition by the row's content, so that identical rows (which
         # prepare numbers by occurrence, for their hashes) share a partition and get the
         # numbers they get in one pass.
@@ -350,18 +351,18 @@ class GroupedQuery:
     ) -> tuple[Any, Any]:
         """Exact bounded totals (before charging: any data error is raised here)."""
         layout = self._layout()
-        if self._q._spark:
-            from dpkit.frame._spark import spark_refuse_missing, spark_totals
-
-            if self._q._missing == "raise" and layout.values:
-                spark_refuse_missing(self._q._data, layout.values)
-            return _no_overflow(*spark_totals(self, layout, plan, seeds))
+        t = self._table
+        if t.spark:
+            if t.missing == "raise" and layout.values:
+                spark_refuse_missing(t.data, layout.values)
+            own = t.unit is None
+            return _no_overflow(*spark_totals(t.data, own, self._bounding, layout, plan, seeds))
         src = self._source()
         pl = polars()
         checks = []  # refused before charging, in one pass over the data
-        if self._q._unit is not None:  # every row must have a unit
-            checks.append(pl.col(self._q._unit).null_count().alias("__null_units"))
-        if self._q._missing == "raise" and layout.values:
+        if t.unit is not None:  # every row must have a unit
+            checks.append(pl.col(UNIT_ID).null_count().alias("__null_units"))
+        if t.missing == "raise" and layout.values:
             checks.append(missing_rows(layout.values).alias("__missing"))
         try:
             found = src.select(checks).collect().row(0, named=True) if checks else {}
@@ -371,7 +372,7 @@ class GroupedQuery:
             ) from None
         if found.get("__null_units"):
             raise DataError(
-                f"the privacy unit column {self._q._unit!r} has null values; every row must "
+                f"the privacy unit column {t.unit!r} has null values; every row must "
                 "belong to a unit (drop or assign them before the query)."
             )
         if found.get("__missing"):

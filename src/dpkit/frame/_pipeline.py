@@ -151,19 +151,17 @@ def prepare(
     """Step 1: row-wise; the same function runs on each Arrow batch of the Spark engine.
 
     Where each row is its own unit (``own_unit``: numbered here; ``occurrence``: numbered by the
-    caller, with an :data:`OCC` column), the unit number only tells rows apart (one row per
-    unit: every bound keeps it). The row hash, which rounds the row's values, then takes the
-    row's occurrence number among identical rows instead of its position: removing one row
+    caller, with an :data:`OCC` column), the unit column (a row number given when the query was
+    made, before any step) only tells rows apart (one row per unit: every bound keeps it). The
+    row hash, which rounds the row's values, then takes the row's occurrence number among
+    identical rows instead of its position: removing one row
     removes one (row, occurrence) and leaves every other row's hash and integers unchanged, for
     every hash key and whatever the data order (a position would renumber all later rows).
     """
     pl = polars()
     content = [*layout.keys, *layout.values]
     if own_unit:
-        lf = lf.with_columns(
-            pl.int_range(pl.len(), dtype=pl.Int64).alias(layout.unit),
-            pl.int_range(pl.len(), dtype=pl.Int64).over(content).alias(OCC),
-        )
+        lf = lf.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over(content).alias(OCC))
     if layout.values:
         ok = [pl.col(c).is_not_null() for c in layout.values]
         ok += [pl.col(c).cast(pl.Float64).is_nan().not_() for c in layout.values]

@@ -9,8 +9,9 @@ from dpkit._missing import MISSING_DEFAULT, Missing, check_missing
 from dpkit.accounting import Neighbouring
 from dpkit.errors import DataError
 from dpkit.frame._aggs import Aggregation
-from dpkit.frame._engine import as_lazy, is_spark
+from dpkit.frame._engine import as_lazy
 from dpkit.frame._grouped import GroupBy, GroupedQuery
+from dpkit.frame._table import Table, check_unnamed, check_unreserved, schema_names, table
 from dpkit.stats._events import is_replace
 
 __all__ = ["Query"]
@@ -39,11 +40,16 @@ class Query:
     Notes
     -----
     Privacy guarantee: :meth:`GroupedQuery.release` is (ε, δ)-DP with respect to the privacy unit
-    (seed 004, "whether an individual does or does not include their data"), provided the
-    transformations (:meth:`filter`, :meth:`with_columns`, :meth:`join`) are *row-wise*: each
-    output row depends only on one input row and public tables. Expressions that look at other
-    rows (``pl.col("x").mean()``, windows, ``shift``) would let one unit change other units'
-    rows, and are the caller's responsibility to avoid.
+    (Dwork, McSherry, Nissim and Smith 2006: neighbouring tables differ in all the rows of one
+    unit), provided the transformations (:meth:`filter`, :meth:`with_columns`, :meth:`join`) are
+    *row-wise*: each output row depends only on one input row and public tables. Expressions
+    that look at other rows (``pl.col("x").mean()``, windows, ``shift``) would let one unit
+    change other units' rows, and are the caller's responsibility to avoid.
+
+    Identity before transformation: each row's unit is fixed here, when the query is made (a
+    hidden column, a copy of ``privacy_unit`` or a row number, under a reserved name no step may
+    write). Rows a join copies stay their unit's rows, counted by the contribution bounds, and
+    redefining the unit's column later changes a column, never whom a row belongs to.
 
     Examples
     --------
@@ -64,24 +70,20 @@ class Query:
         neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,
         missing: Missing = MISSING_DEFAULT,
     ) -> None:
-        self._spark = is_spark(data)
-        self._data: Any = data if self._spark else as_lazy(data)
         if privacy_unit is not None and (not isinstance(privacy_unit, str) or not privacy_unit):
             raise DataError("privacy_unit must be a column name (str) or None (one row per unit).")
-        self._unit = privacy_unit
-        self._replace = is_replace(neighbouring)
-        self._neighbouring = neighbouring
-        self._missing = check_missing(missing)
-        self._steps: tuple[str, ...] = ()
+        # the identity is fixed here, before any step can copy rows or overwrite the unit
+        self._table: Table = table(
+            data, privacy_unit, neighbouring, is_replace(neighbouring), check_missing(missing)
+        )
 
     def _derive(self, data: object, step: str) -> Query:
         q = Query.__new__(Query)
-        q.__dict__.update(self.__dict__)
-        q._data, q._steps = data, (*self._steps, step)
+        q._table = self._table.derive(data, step)
         return q
 
     def _polars_only(self, what: str) -> None:
-        if self._spark:
+        if self._table.spark:
             raise DataError(
                 f"{what} runs on Polars frames; on Spark, transform the DataFrame with Spark "
                 "before building the Query (row-wise only)."
@@ -90,21 +92,35 @@ class Query:
     def filter(self, *predicates: Any) -> Query:
         """Keep the rows where every (row-wise) Polars predicate holds."""
         self._polars_only("filter")
+        check_unnamed(predicates, "filter")
         return self._derive(
-            self._data.filter(*predicates), f"filter {len(predicates)} predicate(s)"
+            self._table.data.filter(*predicates), f"filter {len(predicates)} predicate(s)"
         )
 
     def with_columns(self, *exprs: Any, **named: Any) -> Query:
-        """Add or redefine columns with row-wise Polars expressions."""
+        """Add or redefine columns with row-wise Polars expressions.
+
+        Redefining the privacy unit's column changes a column, not the unit: rows stay the
+        units they were when the query was made. Expressions may not write the hidden identity
+        column (``pl.all()`` would): name the columns they write.
+        """
         self._polars_only("with_columns")
+        data = self._table.data
+        check_unnamed([*exprs, *named.values()], "with_columns")
+        # the names the expressions write, from the plan's schema (no data are read)
+        check_unreserved(schema_names(data.select(*exprs, **named), "with_columns"), "with_columns")
         names = [*named]
-        return self._derive(self._data.with_columns(*exprs, **named), f"derive columns {names}")
+        return self._derive(data.with_columns(*exprs, **named), f"derive columns {names}")
 
     def join(self, public: object, *, on: str | Sequence[str], how: str = "inner") -> Query:
         """Join a *public* table (its content is not protected) on key columns.
 
-        ``how`` is ``"inner"`` or ``"left"``: every output row still comes from one private row,
-        so each unit's rows after the join depend only on its own rows.
+        ``how`` is ``"inner"`` or ``"left"``: every output row comes from one private row and
+        carries that row's unit, fixed when the query was made. A public table that repeats a
+        key copies a private row: with a declared ``privacy_unit`` the copies are that unit's
+        rows, and the contribution bounds (``max_rows``, ``max_groups``, ``max_rows_per_unit``)
+        count them; where each row is its own unit the join is refused (the check reads the
+        public table only), since copies of a row could not be told apart from other rows'.
         """
         self._polars_only("join")
         if how not in ("inner", "left"):
@@ -112,9 +128,11 @@ class Query:
                 "join how must be 'inner' or 'left' (other joins create unit-less rows)."
             )
         cols = [on] if isinstance(on, str) else list(on)
-        return self._derive(
-            self._data.join(as_lazy(public, "public"), on=cols, how=how), f"join public on {cols}"
-        )
+        pub = as_lazy(public, "public")
+        check_unreserved([*cols, *schema_names(pub, "the public table")], "the public table")
+        if self._table.unit is None:
+            _refuse_repeated_keys(pub, cols)
+        return self._derive(self._table.data.join(pub, on=cols, how=how), f"join public on {cols}")
 
     def group_by(
         self,
@@ -146,10 +164,29 @@ class Query:
         for b in by:
             if not isinstance(b, str):
                 raise DataError("group_by keys must be column names (str).")
-        return GroupBy(self, tuple(by), public_keys, max_groups, max_rows, max_rows_per_unit)
+        check_unreserved(by, "group_by")
+        return GroupBy(self._table, tuple(by), public_keys, max_groups, max_rows, max_rows_per_unit)
 
     def agg(
         self, *aggs: Aggregation, max_rows: int = 1, max_rows_per_unit: int | None = None
     ) -> GroupedQuery:
         """Aggregate the whole table (one group; ``max_rows`` rows per unit)."""
-        return GroupedQuery(self, (), None, 1, max_rows, max_rows_per_unit, aggs)
+        return GroupedQuery(self._table, (), None, 1, max_rows, max_rows_per_unit, aggs)
+
+
+def _refuse_repeated_keys(public: Any, on: list[str]) -> None:
+    """Refuse a public table that repeats a join key (its rows only: never the private table).
+
+    Keys with a null never match (Polars joins do not match nulls), so they cannot copy a row.
+    """
+    try:
+        keys = public.select(on).drop_nulls().collect()
+    except Exception as exc:
+        raise DataError(f"the public table cannot be read ({type(exc).__name__}).") from None
+    if keys.height != keys.unique().height:
+        raise DataError(
+            "the public table repeats join key values, which would copy a private row into "
+            "several rows, each counted as a unit (privacy_unit=None). Declare a privacy_unit "
+            "column (the copies are then that unit's rows, bounded by max_rows and max_groups), "
+            "or make the public keys unique."
+        )

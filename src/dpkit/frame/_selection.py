@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from dpkit.accounting import ApproxDPEvent, Event
+from dpkit.accounting._costs import rho_for
 from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms._tails import discrete_gaussian_quantile
 from dpkit.noise import discrete_gaussian, discrete_laplace, sampled_sigma
@@ -161,7 +162,6 @@ def key_selection(
         # P(Z ≥ m) = r^m / (1 + r) for m ≥ 1; the key of a lone unit has 1 + Z ≥ τ iff Z ≥ τ − 1.
         m = max(1, math.ceil(math.log(delta_k * (1.0 + r)) / math.log(r) + 1e-9))
         return KeySelection(method, epsilon, delta, k, scale, threshold=1 + m)
-    from dpkit.frame._calibrate import rho_for
 
     sens = float((1 << WEIGHT_BITS) * (2 if replace else 1))
     rho = rho_for(epsilon, delta / 2.0)

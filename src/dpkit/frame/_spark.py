@@ -13,17 +13,14 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dpkit._missing import missing_error
 from dpkit.errors import DataError
-from dpkit.frame._calibrate import NoisePlan
+from dpkit.frame._calibrate import Bounding, NoisePlan
 from dpkit.frame._engine import polars
 from dpkit.frame._pipeline import ALL, OCC, ROWS, UNITS, WEIGHT, G, H, Layout, prepare
 from dpkit.frame._selection import weights
-
-if TYPE_CHECKING:  # pragma: no cover
-    from dpkit.frame._grouped import GroupedQuery
 
 __all__ = ["spark_refuse_missing", "spark_schema_check", "spark_totals"]
 
@@ -40,15 +37,17 @@ def _spark() -> tuple[Any, Any, Any]:
     return f, w.Window, t
 
 
-def spark_schema_check(gq: GroupedQuery, layout: Layout) -> None:
-    """Missing columns and non-numeric aggregated columns, from the Spark schema (no job)."""
+def spark_schema_check(df: Any, by: Sequence[str], layout: Layout) -> None:
+    """Missing columns and non-numeric aggregated columns, from the Spark schema (no job).
+
+    The unit's identity column was added when the query was made (no step runs on Spark)."""
     _, _, t = _spark()
-    df = gq._q._data
     fields = {f.name: f.dataType for f in df.schema.fields}
-    wanted = [*([gq._q._unit] if gq._q._unit else []), *gq._by, *layout.values]
+    wanted = [*by, *layout.values]
     missing = [c for c in wanted if c not in fields]
     if missing:
-        raise DataError(f"unknown column(s) {missing}; the table has {list(fields)}.")
+        shown = [c for c in fields if c != layout.unit]
+        raise DataError(f"unknown column(s) {missing}; the table has {shown}.")
     for c in layout.values:
         if not isinstance(fields[c], t.NumericType):
             raise DataError(f"column {c!r} must be numeric to be aggregated, not {fields[c]}.")
@@ -96,15 +95,22 @@ def _failure_name(exc: BaseException) -> str:
 
 
 def spark_totals(
-    gq: GroupedQuery, layout: Layout, plan: NoisePlan, seeds: Sequence[int]
+    df: Any,
+    own_unit: bool,
+    bounding: Bounding,
+    layout: Layout,
+    plan: NoisePlan,
+    seeds: Sequence[int],
 ) -> tuple[Any, Any]:
     """Exact bounded totals computed by Spark, returned as Polars frames on the driver.
 
-    Runs before the accountant is charged, so a failing Spark job (an unreadable input, a lost
-    executor, a failing transformation) is raised as a :class:`DataError` and charges nothing.
+    ``df`` carries the unit's identity in ``layout.unit`` (added when the query was made: a copy
+    of the unit column, or a row id where each row is its own unit). Runs before the accountant
+    is charged, so a failing Spark job (an unreadable input, a lost executor, a failing
+    transformation) is raised as a :class:`DataError` and charges nothing.
     """
     try:
-        return _spark_totals(gq, layout, plan, seeds)
+        return _spark_totals(df, own_unit, bounding, layout, plan, seeds)
     except DataError:
         raise
     except Exception as exc:
@@ -116,26 +122,29 @@ def spark_totals(
 
 
 def _spark_totals(
-    gq: GroupedQuery, layout: Layout, plan: NoisePlan, seeds: Sequence[int]
+    df: Any,
+    own_unit: bool,
+    b: Bounding,
+    layout: Layout,
+    plan: NoisePlan,
+    seeds: Sequence[int],
 ) -> tuple[Any, Any]:
     f, window, t = _spark()
     pl = polars()
-    df = gq._q._data
-    if not gq._by:
+    if layout.keys == (ALL,):
         df = df.withColumn(ALL, f.lit(0).cast("int"))
     unit, keys = layout.unit, list(layout.keys)
-    if gq._q._unit is None:
-        # the id tells rows apart; the row hash takes the occurrence number among identical
-        # rows instead (see prepare), so one row more or less changes no other row's integers
+    if own_unit:
+        # the row id (given when the query was made) tells rows apart; the row hash takes the
+        # occurrence number among identical rows instead (see prepare), so one row more or
+        # less changes no other row's integers
         content = window.partitionBy(*keys, *layout.values).orderBy(f.lit(0))
-        df = df.withColumn(unit, f.monotonically_increasing_id())
         df = df.withColumn(OCC, f.row_number().over(content).cast("long") - 1)
-    occ = [OCC] if gq._q._unit is None else []
+    occ = [OCC] if own_unit else []
     df = df.select(unit, *keys, *layout.values, *occ)
     prep = df.mapInArrow(
         _prepare_batches(layout, plan, seeds, bool(occ)), _prepared_schema(df, layout, plan, t)
     )
-    b = gq._bounding
     values = [m.measure.name for m in plan.measures if m.measure.kind == "value"]
     buckets = [m.measure.name for m in plan.measures if m.measure.kind == "bucket"]
     row_path = bool(buckets) or b.max_rows_per_unit is not None
@@ -239,11 +248,11 @@ def _nulls(f: Any, unit: str) -> Any:
 
 
 def _checked(totals: Any, unit: str) -> Any:
-    """Refuse null units (before anything is charged) and drop the check column."""
+    """Refuse null units (before anything is charged) and drop the check column.
+
+    ``unit`` is the hidden identity column: the message does not name it."""
     if totals.height and int(totals["__null_units"].sum() or 0) > 0:
-        raise DataError(
-            f"the privacy unit column {unit!r} has null values; every row must belong to a unit."
-        )
+        raise DataError("the privacy unit column has null values; every row must belong to a unit.")
     return totals.drop("__null_units")
 
 

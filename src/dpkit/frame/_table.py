@@ -1,0 +1,119 @@
+"""The private table of a query, with its identity fixed before any transformation.
+
+Bounding each unit's contribution (Wilson et al. 2020, "Differentially private SQL with bounded
+user contribution"; Amin et al. 2019) protects a unit only if the rows it bounds together are
+*all* the rows that one unit's data produced. Two transformations broke that when the unit was
+read at bounding time: a join with a public table repeating a key turns one row into several,
+each of which became its own unit where every row is a unit; and a column expression (or a join
+output moved onto the unit's name) overwrote the unit column, so one person's rows became many
+"units". So the identity is fixed when the :class:`~dpkit.frame.Query` is made: a hidden column
+:data:`UNIT_ID` (a copy of the declared unit column, or a row number where every row is its own
+unit) is added to the table before any step, every copy a join makes carries it, and no step may
+write a column whose name starts with :data:`RESERVED`. Bounding reads only that column.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from dpkit._missing import Missing
+from dpkit.accounting import Neighbouring
+from dpkit.errors import DataError
+from dpkit.frame._engine import as_lazy, is_spark, polars
+
+__all__ = [
+    "RESERVED",
+    "UNIT_ID",
+    "Table",
+    "check_unnamed",
+    "check_unreserved",
+    "schema_names",
+    "table",
+]
+
+RESERVED = "__dpkit_"  # no column of the data, of a public table, or of a step may start so
+UNIT_ID = f"{RESERVED}unit"  # the unit's identity, captured when the query is made
+
+
+@dataclass(frozen=True)
+class Table:
+    """A query's private table and what is fixed about it (steps append to ``steps`` only)."""
+
+    data: Any  # Polars LazyFrame, or a PySpark DataFrame, with the UNIT_ID column
+    unit: str | None  # the declared unit column (as named at construction); None: each row
+    neighbouring: Neighbouring
+    replace: bool
+    spark: bool
+    missing: Missing  # the caller's policy for nulls/NaN in aggregated columns
+    steps: tuple[str, ...] = ()
+
+    def derive(self, data: Any, step: str) -> Table:
+        return replace(self, data=data, steps=(*self.steps, step))
+
+
+def check_unreserved(names: Iterable[str], what: str) -> None:
+    """Refuse (from a schema, never from values) columns under the reserved prefix."""
+    bad = sorted(n for n in names if n.startswith(RESERVED))
+    if bad:
+        raise DataError(
+            f"{what} names column(s) with the reserved prefix {RESERVED!r}, which holds the "
+            "privacy unit's identity (no step may read or write it); rename them, or name the "
+            "columns an expression writes instead of pl.all()."
+        )
+
+
+def check_unnamed(exprs: Iterable[Any], what: str) -> None:
+    """Refuse expressions that name a reserved column (its values belong to the bounding: with
+    each row its own unit it is a row number, which depends on the rows before it)."""
+    names: list[str] = []
+    for e in exprs:
+        meta = getattr(e, "meta", None)
+        if meta is not None and hasattr(meta, "root_names"):
+            names += [str(n) for n in meta.root_names()]
+    check_unreserved(names, what)
+
+
+def schema_names(lf: Any, what: str) -> list[str]:
+    """The column names of a Polars lazy plan (its schema only: no data are read)."""
+    try:
+        return list(lf.collect_schema().names())
+    except Exception as exc:  # Polars' message may quote an expression or a value
+        raise DataError(f"{what} fails on this table's schema ({type(exc).__name__}).") from None
+
+
+def _spark_functions() -> Any:
+    try:
+        return importlib.import_module("pyspark.sql.functions")
+    except ImportError as exc:  # pragma: no cover - a Spark DataFrame implies pyspark
+        raise ImportError("the Spark engine needs PySpark: pip install 'dpkit[spark]'") from exc
+
+
+def table(
+    data: object, unit: str | None, neighbouring: Neighbouring, repl: bool, missing: Missing
+) -> Table:
+    """The table with its identity column added (before any transformation can run)."""
+    spark = is_spark(data)
+    frame: Any = data if spark else as_lazy(data)
+    if spark:
+        names = [f.name for f in frame.schema.fields]
+    else:
+        names = schema_names(frame, "reading the table")
+    check_unreserved(names, "the table")
+    if unit is not None and unit not in names:
+        raise DataError(
+            f"unknown privacy unit column {unit!r}; the table has {names}. Check the spelling."
+        )
+    if spark:
+        f = _spark_functions()
+        # each row its own unit: the id tells rows apart; the bounding hashes take the row's
+        # occurrence among identical rows instead (see _pipeline.prepare), never this id
+        ident = f.monotonically_increasing_id() if unit is None else f.col(unit)
+        frame = frame.withColumn(UNIT_ID, ident)
+    elif unit is None:
+        frame = frame.with_row_index(UNIT_ID)
+    else:
+        frame = frame.with_columns(polars().col(unit).alias(UNIT_ID))
+    return Table(frame, unit, neighbouring, repl, spark, missing)
