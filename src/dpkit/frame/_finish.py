@@ -193,6 +193,23 @@ def finish(
         else:
             noisy[m.name] = _noisy_scalar(totals, mn, gen)
     out: dict[str, Any] = {k: totals[k] for k in keys if k not in drop_keys}
+    # Post-processing of released values, after the charge: an overflow to ±inf (tiny ε,
+    # extreme bounds) is clipped or shown as an infinite interval, never raised as an error
+    # that would lose the budget already paid (under -W error, a RuntimeWarning would be).
+    with np.errstate(all="ignore"):
+        _estimates(out, aggs, plan, noisy, alpha)
+    frame = pl.DataFrame(out) if out else pl.DataFrame()
+    return frame
+
+
+def _estimates(
+    out: dict[str, Any],
+    aggs: Sequence[Aggregation],
+    plan: NoisePlan,
+    noisy: dict[str, Any],
+    alpha: float,
+) -> None:
+    """Each aggregation's estimate and (1 − alpha) interval from the noisy totals, into ``out``."""
     a_each = alpha
     for agg in aggs:
         ms = agg.measures()
@@ -211,8 +228,7 @@ def finish(
             s1, n = noisy[ms[0].name], noisy[ms[-1].name]
             nb = (n - hws[-1], n + hws[-1])
             r1 = _ratio_box((s1 - hws[0], s1 + hws[0]), nb)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                m1 = np.where(n > 0, s1 / np.maximum(n, 1e-300), 0.0)
+            m1 = np.where(n > 0, s1 / np.maximum(n, 1e-300), 0.0)
             m1 = np.clip(m1, -1.0, 1.0)
             if agg.stat == "mean":
                 out[agg.alias] = mid + half * m1
@@ -220,8 +236,7 @@ def finish(
                 out[f"{agg.alias}_hi"] = mid + half * np.clip(r1[1], -1.0, 1.0)
                 continue
             s2 = noisy[ms[1].name]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                m2 = np.where(n > 0, s2 / np.maximum(n, 1e-300), 0.0)
+            m2 = np.where(n > 0, s2 / np.maximum(n, 1e-300), 0.0)
             v = half * half * np.clip(np.clip(m2, 0.0, 1.0) - m1 * m1, 0.0, 1.0)
             r2 = _ratio_box((s2 - hws[1], s2 + hws[1]), nb)
             sq_lo = np.where((r1[0] <= 0) & (r1[1] >= 0), 0.0, np.minimum(r1[0] ** 2, r1[1] ** 2))
@@ -246,8 +261,6 @@ def finish(
             for j, q in enumerate(agg.qs):
                 name = f"{agg.alias}_{_qname(q)}"
                 out[name], out[f"{name}_lo"], out[f"{name}_hi"] = qv[:, j], qlo[:, j], qhi[:, j]
-    frame = pl.DataFrame(out) if out else pl.DataFrame()
-    return frame
 
 
 def _qname(q: float) -> str:

@@ -75,7 +75,9 @@ def discrete_gaussian_quantile(sigma: float, alpha: float) -> int:
     """
     s = sigma * (1.0 + _GAUSSIAN_SLACK)
     if s > _EXACT_GAUSSIAN_SIGMA:
-        return math.ceil(s * float(ndtri(1.0 - alpha / 2.0)))
+        # -ndtri(alpha / 2), not ndtri(1 - alpha / 2): below alpha ≈ 1e-16 the latter rounds
+        # to ndtri(1) = inf, and ceil(inf) would fail after the release was charged
+        return math.ceil(s * float(-ndtri(alpha / 2.0)))
     k = np.arange(0, math.ceil(40.0 * s) + 2, dtype=np.float64)
     f = np.exp(-(k * k) / (2.0 * s * s))
     z = f[0] + 2.0 * f[1:].sum()
