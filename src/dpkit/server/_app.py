@@ -22,6 +22,7 @@ from dpkit.server._config import ServerConfig
 from dpkit.server._dashboard import dashboard_page
 from dpkit.server._json import compact, parse_strict
 from dpkit.server._ledger import NoBudgetError
+from dpkit.server._recovery import AnswerLostError, InProgressError
 from dpkit.server._registry import QueryRegistry
 from dpkit.server._service import (
     AuthError,
@@ -53,6 +54,8 @@ _STATUS: tuple[tuple[type[BaseException], int], ...] = (
     (ForbiddenError, 403),
     (NotFoundError, 404),
     (BudgetExceededError, 402),
+    (InProgressError, 409),
+    (AnswerLostError, 410),
     (QueryFailedError, 500),
     (PrivacyParameterError, 400),
     (DataError, 400),
@@ -157,6 +160,7 @@ def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> A
         yield
         state["audit"].close()
         curator.ledger.stop_checkpoints()
+        curator.liveness.close()
 
     app = FastAPI(
         title="dpkit curator",

@@ -62,7 +62,7 @@ class Ledger(AuditQueries, ChargeBatches):
     >>> from dpkit.server import Ledger
     >>> led = Ledger(os.path.join(tempfile.mkdtemp(), "ledger.db"))
     >>> led.migrate()
-    2
+    3
     """
 
     def __init__(self, url: str, *, background_checkpoints: bool = False) -> None:

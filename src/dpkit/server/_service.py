@@ -6,6 +6,7 @@ HTTP-free, so that the protocol can be read in one place; :mod:`dpkit.server._ap
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 import os
@@ -28,6 +29,13 @@ from dpkit.server._ingest import load_table, read_source, resolve_source, store_
 from dpkit.server._ledger import Charge, Ledger, StaleDatasetError
 from dpkit.server._locks import flocked
 from dpkit.server._queries import clamped
+from dpkit.server._recovery import (
+    AnswerLostError,
+    Liveness,
+    resolve_orphans,
+    wait_for_answer,
+    wait_for_answer_async,
+)
 from dpkit.server._registry import Meter, Prepared, QueryRegistry
 from dpkit.server._schema import DatasetSchema, Table, check_name, dummy_table
 
@@ -114,6 +122,7 @@ class Curator:
         self.versions: dict[str, int] = {}
         self._lock = threading.Lock()
         self._local = threading.local()
+        self.liveness = Liveness(config.data_dir)
         seed = config.insecure_seed
         self._seeds = None if seed is None else np.random.SeedSequence(seed)
 
@@ -151,9 +160,19 @@ class Curator:
 
         Safe when several worker processes start at once over the same ledger and data: the
         migrations take the ledger's write lock, and the configured datasets are registered
-        under the data directory's lock by whichever worker comes first (once).
+        under the data directory's lock by whichever worker comes first (once). A process that
+        starts while no other process of the service runs marks the charges a crash left
+        ``reserved`` as ``lost`` (:mod:`._recovery`) before any process answers.
         """
-        self.ledger.migrate()
+        alone = self.liveness.enter()
+        try:
+            self.ledger.migrate()
+            if alone:
+                with self._data_lock(exclusive=True):
+                    resolve_orphans(self.ledger)
+        finally:
+            if alone:
+                self.liveness.share()
         h = self.config.admin_key_hash
         if h is not None:
             # The configured hash is the admin's key: a new one replaces (revokes) the stored one.
@@ -334,6 +353,9 @@ class Curator:
                     return planned
                 charge = await self.ledger.reserve_async(*planned.charge_args)
                 if charge.replayed:
+                    if charge.status == "reserved":  # another request is answering it
+                        wait = self.config.idempotency_wait_seconds
+                        charge = await wait_for_answer_async(self.ledger, charge, wait)
                     return self._replay(charge)
                 quick = planned.prepared.quick
                 try:
@@ -447,13 +469,25 @@ class Curator:
         )
 
     def _replay(self, charge: Charge) -> dict[str, Any]:
+        """The stored answer of an idempotency key's charge (nothing new is charged).
+
+        A charge still ``reserved`` is being answered by another request: this one waits for
+        its answer, at most ``idempotency_wait_seconds`` (then HTTP 409, :mod:`._recovery`).
+        """
+        if charge.status == "reserved":
+            charge = wait_for_answer(self.ledger, charge, self.config.idempotency_wait_seconds)
         if charge.status == "released":
-            return result_json(charge)
+            return result_json(dataclasses.replace(charge, replayed=True))
+        if charge.status == "lost":
+            raise AnswerLostError(
+                f"this idempotency key's query (charge {charge.id}) was interrupted when the "
+                "service stopped, before its answer was stored, so no answer was ever sent; it "
+                "stays charged. Send the query again with a new key."
+            )
         raise QueryFailedError(
             f"this idempotency key's query (charge {charge.id}) is {charge.status}: "
-            + ("still running, or its answer was lost when the service stopped; it stays charged."
-               if charge.status == "reserved" else "it has no answer.")
-        )  # fmt: skip
+            "it has no answer."
+        )
 
     def result(self, who: Principal, cid: object) -> dict[str, Any]:
         """One past answer: analysts see only their own (others' look like missing ones)."""
