@@ -13,7 +13,7 @@ import os
 import re
 import shutil
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +28,7 @@ from dpkit.server._default import default_registry
 from dpkit.server._ingest import load_table, read_source, resolve_source, store_table
 from dpkit.server._ledger import Charge, Ledger, StaleDatasetError
 from dpkit.server._locks import flocked
+from dpkit.server._pricing import PricingGate
 from dpkit.server._queries import clamped
 from dpkit.server._recovery import (
     AnswerLostError,
@@ -86,6 +87,18 @@ def result_json(charge: Charge) -> dict[str, Any]:
     return out
 
 
+class _NotPriced(Exception):
+    """The request's price is not remembered: it is computed off the event loop."""
+
+
+def _not_on_the_loop(make: Callable[[], Prepared]) -> Prepared:
+    raise _NotPriced
+
+
+def _here(make: Callable[[], Prepared]) -> Prepared:
+    return make()
+
+
 class _Failed(Exception):
     """A charged query's computation failed (its cause chained); ``refund``: no noise drawn."""
 
@@ -123,6 +136,7 @@ class Curator:
         self._lock = threading.Lock()
         self._local = threading.local()
         self.liveness = Liveness(config.data_dir)
+        self.pricing = PricingGate(limit=config.max_pricing_seconds)
         seed = config.insecure_seed
         self._seeds = None if seed is None else np.random.SeedSequence(seed)
 
@@ -344,8 +358,14 @@ class Curator:
         """
         for _ in range(_STALE_RETRIES):
             try:
-                try:
-                    planned = self._plan(who, body, idem_header, refresh=False)
+                try:  # a remembered price is a lookup; anything else is computed off the loop
+                    planned = self._plan(
+                        who, body, idem_header, refresh=False, price=_not_on_the_loop
+                    )
+                except _NotPriced:
+                    planned = await self.pricing.price_async(
+                        who.id, object(), lambda: self._plan(who, body, idem_header, price=_here)
+                    )
                 except DataError:  # refused: ask again off the loop, where the dataset may be
                     # reloaded if another process replaced it (reading files, taking locks)
                     planned = await asyncio.to_thread(self._plan, who, body, idem_header)
@@ -396,11 +416,20 @@ class Curator:
         return _released(charge, result)
 
     def _plan(
-        self, who: Principal, body: Any, idem_header: str | None, *, refresh: bool = True
+        self,
+        who: Principal,
+        body: Any,
+        idem_header: str | None,
+        *,
+        refresh: bool = True,
+        price: Callable[[Callable[[], Prepared]], Prepared] | None = None,
     ) -> dict[str, Any] | _Plan:
         """Validate and price a request: a plan to charge, or the answer of a free dry run or
         dummy query (nothing is charged for those). ``refresh=False``: a refusal is raised as
-        it is, without first checking whether another process replaced the dataset."""
+        it is, without first checking whether another process replaced the dataset.
+
+        A price not remembered is computed by ``price(make)``: by default in the pricing
+        threads, within ``max_pricing_seconds`` (:mod:`._pricing`)."""
         if who.role != "analyst":
             raise ForbiddenError("queries are sent with an analyst's key, not the admin's.")
         if not isinstance(body, dict):
@@ -419,7 +448,19 @@ class Curator:
         params = {k: v for k, v in body.items() if k not in _TOP}
         name = body.get("query")
         try:
-            prepared = self.registry.prepare(name, params, schema, dummy_tab)
+            key, known = self.registry.cached(name, params, dummy_tab)
+            if known is not None:
+                prepared = known
+            else:
+
+                def make() -> Prepared:
+                    return self.registry.prepare(name, params, schema, dummy_tab)
+
+                if price is None:
+                    flight = None if key is None else ("prepare", id(dummy_tab), key)
+                    prepared = self.pricing.price(who.id, flight or object(), make)
+                else:
+                    prepared = price(make)
         except DataError:
             if not refresh:
                 raise
