@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from dpkit.server import ServerConfig
@@ -211,3 +212,32 @@ def test_a_repeated_key_waits_a_bounded_time_then_gets_409(config: ServerConfig)
     first.join()
     assert cur.query(who, dict(BODY))["status"] == "released"
     assert len(cur.ledger.charges(who.id)) == 1
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_twenty_concurrent_requests_with_one_key_over_http(
+    backend: str, make_server: Any, request: pytest.FixtureRequest
+) -> None:
+    ledger_url = request.getfixturevalue("pg_db") if backend == "postgres" else None
+    server = make_server(ledger=ledger_url)
+    _, key = server.analyst("rita", 5.0)
+    body = {"dataset": "survey", "query": "mean", "column": "age", "epsilon": 0.5,
+            "bounds": [0, 99.5], "idempotency_key": "same-key"}  # fmt: skip
+    barrier = threading.Barrier(20)
+    out: list[Any] = []
+
+    def ask() -> None:
+        with httpx.Client(base_url=server.url, timeout=60) as http:
+            barrier.wait()
+            r = http.post("/v1/query", json=body, headers={"X-API-Key": key})
+            out.append((r.status_code, r.json()))
+
+    threads = [threading.Thread(target=ask) for _ in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted({code for code, _ in out}) == [200], [o for o in out if o[0] != 200][:2]
+    assert len({o["id"] for _, o in out}) == 1 and len({o["value"] for _, o in out}) == 1
+    me = server.http.get("/v1/me", headers={"X-API-Key": key}).json()
+    assert me["budgets"][0]["spent_epsilon"] == 0.5
