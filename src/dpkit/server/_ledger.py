@@ -11,7 +11,8 @@ checked before computing and charged after, and an answer archived outside the c
    UPDATE`` on the dataset and budget rows);
 3. the answer is computed and stored in the same row, marked ``released``;
 4. a charge is refunded only if the computation failed before drawing noise. After a crash,
-   rows still ``reserved`` stay charged.
+   rows still ``reserved`` stay charged, and are marked ``lost`` at the next start
+   (:mod:`._recovery`).
 
 So after ``kill -9`` at any moment the ledger holds every charge, and no released answer lacks one.
 """
