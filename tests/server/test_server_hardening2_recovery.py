@@ -31,6 +31,7 @@ import pytest
 
 from dpkit.server import ServerConfig
 from dpkit.server._auth import Principal
+from dpkit.server._recovery import AnswerLostError
 from dpkit.server._service import Curator
 
 pytestmark = pytest.mark.filterwarnings("ignore::dpkit.errors.InsecureRandomnessWarning")
@@ -69,6 +70,7 @@ import os, signal, sys
 from dpkit.server import ServerConfig
 from dpkit.server._service import Curator
 from dpkit.server._auth import Principal
+from dpkit.server._recovery import AnswerLostError
 from pathlib import Path
 cfg = ServerConfig(ledger=sys.argv[1], data_dir=Path(sys.argv[2]), import_dir=Path(sys.argv[3]))
 cur = Curator(cfg)
@@ -108,8 +110,6 @@ def test_a_charge_interrupted_by_a_crash_is_marked_lost_at_the_next_start(
     assert again.ledger.check_consistency() == []
     assert any(r["outcome"] == f"lost {charge.id}" for r in again.ledger.audit(who.id))
     # a retry with the key: a clear refusal, not charged again, and it stays so
-    from dpkit.server._recovery import AnswerLostError
-
     for _ in range(2):
         with pytest.raises(AnswerLostError, match="interrupted") as err:
             again.query(who, dict(BODY))
@@ -134,6 +134,28 @@ def test_a_process_started_while_another_runs_leaves_its_charges_in_flight(
     assert two.ledger.charge(charge.id).status == "reserved"  # type: ignore[union-attr]
     one.ledger.release(charge.id, {"value": 7.0, "ci": None, "alpha": 0.05, "labels": None})
     assert two.query(who, dict(BODY))["value"] == 7.0  # the key's answer, not a new charge
+
+
+def test_a_worker_started_while_others_run_resolves_only_the_dead_ones_charges(
+    config: ServerConfig,
+) -> None:
+    one, who = _setup(config)  # keeps running
+    two = Curator(config)
+    two.start()
+    request = {k: v for k, v in BODY.items() if k != "idempotency_key"}
+    version = one.versions["t"]
+    live = one.ledger.reserve(who.id, "t", request, 0.5, 0.0, "k-live", version)
+    dead = two.ledger.reserve(who.id, "t", request, 0.5, 0.0, "k-dead", version)
+    two.liveness.close()  # `two` dies (the kernel drops a dead process's locks)
+    three = Curator(config)  # its replacement, while `one` still answers
+    three.start()
+    assert three.ledger.charge(dead.id).status == "lost"  # type: ignore[union-attr]
+    assert three.ledger.charge(live.id).status == "reserved"  # type: ignore[union-attr]
+    with pytest.raises(AnswerLostError):
+        three.query(who, {**BODY, "idempotency_key": "k-dead"})
+    one.ledger.release(live.id, {"value": 3.0, "ci": None, "alpha": 0.05, "labels": None})
+    assert three.query(who, {**BODY, "idempotency_key": "k-live"})["value"] == 3.0
+    assert three.ledger.check_consistency() == []
 
 
 def _blocked_first(cur: Curator) -> tuple[threading.Event, threading.Event]:

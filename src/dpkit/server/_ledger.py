@@ -68,6 +68,8 @@ class Ledger(AuditQueries, ChargeBatches):
 
     def __init__(self, url: str, *, background_checkpoints: bool = False) -> None:
         self.url = url
+        # the process that will answer the charges reserved here (set by the service)
+        self.owner: str | None = None
         self.postgres = url.startswith(("postgresql://", "postgres://"))
         self._local = threading.local()
         # The service checkpoints the SQLite log in a thread of its own (:mod:`._checkpoint`).

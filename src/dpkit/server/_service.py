@@ -136,6 +136,7 @@ class Curator:
         self._lock = threading.Lock()
         self._local = threading.local()
         self.liveness = Liveness(config.data_dir)
+        self.ledger.owner = self.liveness.owner  # recorded in each charge (see _recovery)
         self.pricing = PricingGate(limit=config.max_pricing_seconds)
         seed = config.insecure_seed
         self._seeds = None if seed is None else np.random.SeedSequence(seed)
@@ -174,16 +175,18 @@ class Curator:
 
         Safe when several worker processes start at once over the same ledger and data: the
         migrations take the ledger's write lock, and the configured datasets are registered
-        under the data directory's lock by whichever worker comes first (once). A process that
-        starts while no other process of the service runs marks the charges a crash left
-        ``reserved`` as ``lost`` (:mod:`._recovery`) before any process answers.
+        under the data directory's lock by whichever worker comes first (once). The charges a
+        crash left ``reserved`` by processes that are gone are marked ``lost`` first
+        (:mod:`._recovery`): all of them if no other process of the service runs.
         """
         alone = self.liveness.enter()
         try:
             self.ledger.migrate()
-            if alone:
-                with self._data_lock(exclusive=True):
-                    resolve_orphans(self.ledger)
+            with self._data_lock(exclusive=True):
+                self.liveness.claim()
+                dead = self.liveness.dead_owners()
+                resolve_orphans(self.ledger, None if alone else dead)
+                self.liveness.forget(dead)
         finally:
             if alone:
                 self.liveness.share()

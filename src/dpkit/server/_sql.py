@@ -104,10 +104,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # a service can tell a replaced dataset from the one it loaded (and never answer from it).
     ("ALTER TABLE datasets ADD COLUMN version BIGINT NOT NULL DEFAULT 1",),
     # 3: a charge whose answer was lost in a crash is marked 'lost' when the service starts
-    # again (:mod:`._recovery`; a CHECK constraint is changed by rebuilding the table, the one
-    # way SQLite has); dashboard links and sessions kept in the ledger, where every worker
-    # process sees them and a new key ends them (:mod:`._sessions`); counters of the requests
-    # that are not written one row each (:mod:`._audit_limits`).
+    # again, and each charge names the process answering it (:mod:`._recovery`; a CHECK
+    # constraint is changed by rebuilding the table, the one way SQLite has); dashboard links
+    # and sessions kept in the ledger, where every worker process sees them and a new key ends
+    # them (:mod:`._sessions`); counters of the requests that are not written one row each
+    # (:mod:`._audit_limits`).
     (
         """CREATE TABLE charges_v3 (
             id TEXT PRIMARY KEY,
@@ -122,6 +123,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             result_json TEXT,
             created DOUBLE PRECISION NOT NULL,
             finished DOUBLE PRECISION,
+            owner TEXT,
             UNIQUE (analyst, idem_key),
             CHECK (status <> 'released' OR result_json IS NOT NULL)
         )""",
