@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from dpkit.errors import DPKitError
 
-__all__ = ["PricingBusyError", "PricingGate"]
+__all__ = ["NotPriced", "PricingBusyError", "PricingGate", "here", "not_on_the_loop"]
 
 T = TypeVar("T")
 
@@ -36,6 +36,20 @@ T = TypeVar("T")
 class PricingBusyError(DPKitError):
     """A query could not be priced in time, or too many are waiting (HTTP 503); nothing was
     charged."""
+
+
+class NotPriced(Exception):
+    """The request's price is not remembered (raised on the event loop: price it elsewhere)."""
+
+
+def not_on_the_loop(make: Callable[[], T]) -> T:
+    """The pricer of the event loop: only remembered prices, :class:`NotPriced` otherwise."""
+    raise NotPriced
+
+
+def here(make: Callable[[], T]) -> T:
+    """The pricer of a pricing thread: price it now, in this thread."""
+    return make()
 
 
 class PricingGate:

@@ -31,6 +31,8 @@ import json
 import os
 import secrets
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +46,8 @@ __all__ = [
     "AnswerLostError",
     "InProgressError",
     "Liveness",
+    "lost",
+    "recover",
     "resolve_orphans",
     "wait_for_answer",
     "wait_for_answer_async",
@@ -152,6 +156,32 @@ class Liveness:
             if fd is not None:
                 os.close(fd)
         self._fd = self._owner_fd = None
+
+
+def recover(
+    liveness: Liveness, ledger: Ledger, data_lock: Callable[[], AbstractContextManager[Any]]
+) -> None:
+    """At a process's start: take its locks and resolve the charges of processes that are gone
+    (every ``reserved`` one if it is alone), under the data directory's lock (``data_lock``)."""
+    alone = liveness.enter()
+    try:
+        with data_lock():
+            liveness.claim()
+            dead = liveness.dead_owners()
+            resolve_orphans(ledger, None if alone else dead)
+            liveness.forget(dead)
+    finally:
+        if alone:
+            liveness.share()
+
+
+def lost(charge: Charge) -> AnswerLostError:
+    """The answer to a retry of a charge marked ``lost``."""
+    return AnswerLostError(
+        f"this idempotency key's query (charge {charge.id}) was interrupted when the service "
+        "stopped, before its answer was stored, so no answer was ever sent; it stays charged. "
+        "Send the query again with a new key."
+    )
 
 
 def resolve_orphans(ledger: Ledger, owners: list[str] | None) -> int:

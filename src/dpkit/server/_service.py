@@ -28,15 +28,9 @@ from dpkit.server._default import default_registry
 from dpkit.server._ingest import load_table, read_source, resolve_source, store_table
 from dpkit.server._ledger import Charge, Ledger, StaleDatasetError
 from dpkit.server._locks import flocked
-from dpkit.server._pricing import PricingGate
+from dpkit.server._pricing import NotPriced, PricingGate, here, not_on_the_loop
 from dpkit.server._queries import clamped
-from dpkit.server._recovery import (
-    AnswerLostError,
-    Liveness,
-    resolve_orphans,
-    wait_for_answer,
-    wait_for_answer_async,
-)
+from dpkit.server._recovery import Liveness, lost, recover, wait_for_answer, wait_for_answer_async
 from dpkit.server._registry import Meter, Prepared, QueryRegistry
 from dpkit.server._schema import DatasetSchema, Table, check_name, dummy_table
 
@@ -85,18 +79,6 @@ def result_json(charge: Charge) -> dict[str, Any]:
     if charge.result is not None:
         out.update(charge.result)
     return out
-
-
-class _NotPriced(Exception):
-    """The request's price is not remembered: it is computed off the event loop."""
-
-
-def _not_on_the_loop(make: Callable[[], Prepared]) -> Prepared:
-    raise _NotPriced
-
-
-def _here(make: Callable[[], Prepared]) -> Prepared:
-    return make()
 
 
 class _Failed(Exception):
@@ -179,17 +161,8 @@ class Curator:
         crash left ``reserved`` by processes that are gone are marked ``lost`` first
         (:mod:`._recovery`): all of them if no other process of the service runs.
         """
-        alone = self.liveness.enter()
-        try:
-            self.ledger.migrate()
-            with self._data_lock(exclusive=True):
-                self.liveness.claim()
-                dead = self.liveness.dead_owners()
-                resolve_orphans(self.ledger, None if alone else dead)
-                self.liveness.forget(dead)
-        finally:
-            if alone:
-                self.liveness.share()
+        self.ledger.migrate()
+        recover(self.liveness, self.ledger, lambda: self._data_lock(exclusive=True))
         h = self.config.admin_key_hash
         if h is not None:
             # The configured hash is the admin's key: a new one replaces (revokes) the stored one.
@@ -363,11 +336,11 @@ class Curator:
             try:
                 try:  # a remembered price is a lookup; anything else is computed off the loop
                     planned = self._plan(
-                        who, body, idem_header, refresh=False, price=_not_on_the_loop
+                        who, body, idem_header, refresh=False, price=not_on_the_loop
                     )
-                except _NotPriced:
+                except NotPriced:
                     planned = await self.pricing.price_async(
-                        who.id, object(), lambda: self._plan(who, body, idem_header, price=_here)
+                        who.id, object(), lambda: self._plan(who, body, idem_header, price=here)
                     )
                 except DataError:  # refused: ask again off the loop, where the dataset may be
                     # reloaded if another process replaced it (reading files, taking locks)
@@ -523,11 +496,7 @@ class Curator:
         if charge.status == "released":
             return result_json(dataclasses.replace(charge, replayed=True))
         if charge.status == "lost":
-            raise AnswerLostError(
-                f"this idempotency key's query (charge {charge.id}) was interrupted when the "
-                "service stopped, before its answer was stored, so no answer was ever sent; it "
-                "stays charged. Send the query again with a new key."
-            )
+            raise lost(charge)
         raise QueryFailedError(
             f"this idempotency key's query (charge {charge.id}) is {charge.status}: "
             "it has no answer."
