@@ -100,7 +100,8 @@ def test_kill_9_storm(
 
     # Retrying interrupted requests with the same idempotency key: one charge per key at most;
     # an answer that was released comes back unchanged, and a charge whose answer was lost in
-    # the crash stays charged and says so (it is not charged again).
+    # the crash stays charged, is marked lost at the restart, and says so (410, not charged
+    # again).
     led = Ledger(server.ledger)
     for body in lost[:10]:
         r = server.http.post("/v1/query", json=body, headers={"X-API-Key": key})
@@ -110,8 +111,8 @@ def test_kill_9_storm(
         assert len(rows) == 1, "a retried request must be charged exactly once"
         if r.status_code == 200:
             assert rows[0][0] == "released" and r.json()["value"] == json.loads(rows[0][1])["value"]
-        else:
-            assert r.status_code == 500 and "stays charged" in r.json()["error"]["message"]
-            assert rows[0][0] == "reserved"
+        else:  # reserved when the service was killed: marked lost at the restart
+            assert r.status_code == 410 and "stays charged" in r.json()["error"]["message"]
+            assert rows[0][0] == "lost"
     assert led.check_consistency() == []
     led.close()

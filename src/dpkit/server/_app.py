@@ -9,7 +9,6 @@ carries an answer (or the service failed after charging, which the message says)
 # and Request is imported inside create_app (lazily, for the install hint).
 
 import gc
-import secrets
 import sys
 import time
 from collections.abc import Callable
@@ -17,12 +16,15 @@ from typing import Any
 
 from dpkit.errors import BudgetExceededError, DataError, DPKitError, PrivacyParameterError
 from dpkit.server._audit import AuditWriter
+from dpkit.server._audit_limits import request_counts
 from dpkit.server._auth import Principal
 from dpkit.server._config import ServerConfig
 from dpkit.server._dashboard import dashboard_page
 from dpkit.server._json import compact, parse_strict
 from dpkit.server._ledger import NoBudgetError
 from dpkit.server._numbers import real
+from dpkit.server._pricing import PricingBusyError
+from dpkit.server._recovery import AnswerLostError, InProgressError
 from dpkit.server._registry import QueryRegistry
 from dpkit.server._sanitize import audit_name, audit_path, audit_text
 from dpkit.server._service import (
@@ -33,6 +35,7 @@ from dpkit.server._service import (
     QueryFailedError,
     result_json,
 )
+from dpkit.server._sessions import SessionStore
 
 __all__ = ["CONFIG_DIGEST_ENV", "CONFIG_ENV", "MASTER_ENV", "create_app", "worker_app"]
 
@@ -55,7 +58,10 @@ _STATUS: tuple[tuple[type[BaseException], int], ...] = (
     (ForbiddenError, 403),
     (NotFoundError, 404),
     (BudgetExceededError, 402),
+    (InProgressError, 409),
+    (AnswerLostError, 410),
     (QueryFailedError, 500),
+    (PricingBusyError, 503),
     (PrivacyParameterError, 400),
     (DataError, 400),
 )
@@ -129,13 +135,22 @@ def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> A
 
     curator = Curator(config, registry)
     state: dict[str, Any] = {"audit": None}
-    tokens: dict[str, tuple[Principal, float]] = {}
-    sessions: dict[str, tuple[Principal, float]] = {}
+    # in the ledger: every worker process sees them, and a new key ends them (:mod:`._sessions`)
+    sessions = SessionStore(curator.ledger)
+
+    async def ledger_call(fn: Callable[..., Any], *args: Any) -> Any:
+        if curator.ledger.postgres:  # a network round trip: in a worker thread
+            return await run_in_threadpool(fn, *args)
+        return fn(*args)  # a read or write of the embedded ledger: on the loop, as queries do
 
     @asynccontextmanager
     async def lifespan(_app: Any) -> Any:
         await run_in_threadpool(curator.start)
-        state["audit"] = AuditWriter(curator.ledger)
+        state["audit"] = AuditWriter(
+            curator.ledger,
+            anonymous_per_minute=config.audit_anonymous_rows_per_minute,
+            retention_days=config.audit_retention_days,
+        )
         # Everything allocated so far (modules, routes, schemas) lives as long as the service:
         # moved out of the collector's generations, it is not traversed again by every full
         # collection, whose pauses would otherwise show as latency spikes under load.
@@ -153,6 +168,8 @@ def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> A
         yield
         state["audit"].close()
         curator.ledger.stop_checkpoints()
+        curator.liveness.close()
+        curator.pricing.close()
 
     app = FastAPI(
         title="dpkit curator",
@@ -205,10 +222,11 @@ def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> A
     async def who(request: Request, cookie: bool = False) -> Principal:
         key = presented_key(request)
         if key is None and cookie:
-            sess = sessions.get(request.cookies.get("dpkit_session", ""))
-            if sess is not None and sess[1] > time.time():
-                request.state.principal = sess[0].id
-                return sess[0]
+            sid = request.cookies.get("dpkit_session", "")
+            sess: Principal | None = await ledger_call(sessions.principal, sid)
+            if sess is not None:
+                request.state.principal = sess.id
+                return sess
         if curator.ledger.postgres:  # a network round trip: in a worker thread
             p = await run_in_threadpool(curator.authenticate, key)
         else:  # a read of the embedded ledger (microseconds): on the loop, as queries do
@@ -353,10 +371,9 @@ def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> A
     async def rotate_key(request: Request, pid: str) -> Any:
         admin(await who(request))
         out = await run_in_threadpool(curator.new_analyst_key, pid)
-        for sid in [s for s, (p, _) in sessions.items() if p.id == out["id"]]:
-            sessions.pop(sid, None)  # the old key's dashboard sessions end with it
-        for tok in [t for t, (p, _) in tokens.items() if p.id == out["id"]]:
-            tokens.pop(tok, None)
+        # The old key's dashboard sessions and links ended with it (they are checked against
+        # the principal's key); their rows are freed here.
+        await run_in_threadpool(sessions.end, out["id"])
         return out
 
     @app.get("/v1/admin/analysts", summary="Every principal")
@@ -406,24 +423,25 @@ def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> A
         rows = await run_in_threadpool(curator.ledger.audit, principal, max(1, min(limit, 10_000)))
         return {"audit": rows}
 
+    @app.get("/v1/admin/audit/anonymous", summary="Counts of requests without a valid key")
+    async def anonymous(request: Request, limit: int = 1440) -> Any:
+        admin(await who(request))
+        if state["audit"] is not None:
+            await run_in_threadpool(state["audit"].flush)
+        rows = await run_in_threadpool(request_counts, curator.ledger, max(1, min(limit, 100_000)))
+        return {"counts": rows}
+
     @app.post("/v1/dashboard/token", summary="A one-time link that opens the dashboard")
     async def token(request: Request) -> Any:
         p = await who(request)
-        now = time.time()
-        for store in (tokens, sessions):  # forget expired links and sessions
-            for k in [k for k, (_, exp) in store.items() if exp < now]:
-                store.pop(k, None)
-        t = secrets.token_urlsafe(24)
-        tokens[t] = (p, now + 120)
+        t = await run_in_threadpool(sessions.new_link, p)
         return {"url": f"/dashboard/login?token={t}"}
 
     @app.get("/dashboard/login", include_in_schema=False)
     async def login(token: str = "") -> Any:
-        entry = tokens.pop(token, None)
-        if entry is None or entry[1] < time.time():
+        sid = await run_in_threadpool(sessions.login, token) if token else None
+        if sid is None:
             raise AuthError("this dashboard link is invalid or expired; ask for a new one.")
-        sid = secrets.token_urlsafe(24)
-        sessions[sid] = (entry[0], time.time() + 8 * 3600)
         resp = RedirectResponse("/dashboard", status_code=303, headers=_PAGE_HEADERS)
         resp.set_cookie("dpkit_session", sid, httponly=True, samesite="strict")
         return resp

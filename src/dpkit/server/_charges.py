@@ -134,6 +134,8 @@ class ChargeBatches:
     """Charging a batch of requests and storing a batch of answers (see the module)."""
 
     postgres: bool
+    owner: str | None
+    """The process answering the charges it reserves (:mod:`._recovery`), if any."""
 
     def _sql(self, sql: str) -> str:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -173,9 +175,9 @@ class ChargeBatches:
         for chunk in _chunks(rows, 100):
             conn.execute(
                 q("INSERT INTO charges (id, analyst, dataset, idem_key, request_json, epsilon, "
-                  "delta, status, created) VALUES "
-                  + ", ".join(["(?, ?, ?, ?, ?, ?, ?, 'reserved', ?)"] * len(chunk))),
-                [v for r in chunk for v in r[:8]],
+                  "delta, status, created, owner) VALUES "
+                  + ", ".join(["(?, ?, ?, ?, ?, ?, ?, 'reserved', ?, ?)"] * len(chunk))),
+                [v for r in chunk for v in (*r[:8], self.owner)],
             )  # fmt: skip
         spent_ds: dict[str, list[int]] = {}
         spent_b: dict[tuple[str, str], list[int]] = {}

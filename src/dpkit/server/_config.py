@@ -12,6 +12,10 @@ Example::
     max_body_bytes = 65536
     max_synthetic_rows = 10000            # most rows one synthesize query may return
     workers = 1                           # processes answering requests (same ledger and data)
+    idempotency_wait_seconds = 30         # a repeated key waits this long for its first answer
+    max_pricing_seconds = 10              # a query not priced within this is refused (503)
+    audit_retention_days = 90             # request audit rows older than this are deleted
+    audit_anonymous_rows_per_minute = 60  # requests without a valid key beyond this: counted only
 
     [[datasets]]                          # registered (cleaned) at start if not yet stored
     name = "survey"
@@ -56,6 +60,18 @@ class ServerConfig:
     Only settable in code (the demo, tests): :func:`load_config` refuses it, so a service started
     with ``dpkit serve`` always draws secure noise. Seeded noise is predictable from the seed, and
     the same sequence of noise starts over at every restart of the service."""
+    idempotency_wait_seconds: float = 30.0
+    """How long a request repeating an idempotency key whose first request is still being
+    answered waits for that answer before it is told to retry (HTTP 409)."""
+    max_pricing_seconds: float = 10.0
+    """The longest a request may wait for its query to be validated and priced (HTTP 503 after;
+    nothing is charged, and a price computed meanwhile is remembered for the retry)."""
+    audit_retention_days: float | None = 90.0
+    """Request audit rows older than this are deleted (``None``: kept forever). Charges and
+    their audit rows are always kept."""
+    audit_anonymous_rows_per_minute: int = 60
+    """Requests without a valid key written as audit rows per minute and process; the others
+    are only counted (per minute and status)."""
 
 
 def _positive(value: object, name: str) -> int:
@@ -67,6 +83,25 @@ def _positive(value: object, name: str) -> int:
 def _workers(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 64:
         raise DataError("workers must be an integer from 1 to 64.")
+    return value
+
+
+def _seconds(value: object, name: str, high: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= high:
+        raise DataError(f"{name} must be a number of seconds in (0, {high:g}].")
+    return float(value)
+
+
+def _retention(value: object) -> float | None:
+    # 0 keeps request rows forever (TOML has no null)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1e5:
+        raise DataError("audit_retention_days must be a number of days from 0 (forever) to 1e5.")
+    return None if value == 0 else float(value)
+
+
+def _rows(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1_000_000:
+        raise DataError("audit_anonymous_rows_per_minute must be an integer from 0 to 1,000,000.")
     return value
 
 
@@ -109,4 +144,12 @@ def load_config(path: str | os.PathLike[str]) -> ServerConfig:
         max_synthetic_rows=_positive(s.get("max_synthetic_rows", 10_000), "max_synthetic_rows"),
         datasets=tuple(datasets),
         workers=_workers(s.get("workers", 1)),
+        idempotency_wait_seconds=_seconds(
+            s.get("idempotency_wait_seconds", 30.0), "idempotency_wait_seconds", 3600
+        ),
+        max_pricing_seconds=_seconds(
+            s.get("max_pricing_seconds", 10.0), "max_pricing_seconds", 3600
+        ),
+        audit_retention_days=_retention(s.get("audit_retention_days", 90.0)),
+        audit_anonymous_rows_per_minute=_rows(s.get("audit_anonymous_rows_per_minute", 60)),
     )

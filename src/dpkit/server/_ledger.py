@@ -11,7 +11,8 @@ checked before computing and charged after, and an answer archived outside the c
    UPDATE`` on the dataset and budget rows);
 3. the answer is computed and stored in the same row, marked ``released``;
 4. a charge is refunded only if the computation failed before drawing noise. After a crash,
-   rows still ``reserved`` stay charged.
+   rows still ``reserved`` stay charged, and are marked ``lost`` at the next start
+   (:mod:`._recovery`).
 
 So after ``kill -9`` at any moment the ledger holds every charge, and no released answer lacks one.
 """
@@ -63,11 +64,13 @@ class Ledger(AuditQueries, ChargeBatches):
     >>> from dpkit.server import Ledger
     >>> led = Ledger(os.path.join(tempfile.mkdtemp(), "ledger.db"))
     >>> led.migrate()
-    2
+    3
     """
 
     def __init__(self, url: str, *, background_checkpoints: bool = False) -> None:
         self.url = url
+        # the process that will answer the charges reserved here (set by the service)
+        self.owner: str | None = None
         self.postgres = url.startswith(("postgresql://", "postgres://"))
         self._local = threading.local()
         # The service checkpoints the SQLite log in a thread of its own (:mod:`._checkpoint`).

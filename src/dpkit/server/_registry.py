@@ -29,7 +29,7 @@ ledger, at zero cost, so that its answer is stored, audited and fetched again li
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -195,6 +195,17 @@ class QueryRegistry:
     def names(self) -> list[str]:
         """The registered query types, sorted."""
         return sorted(self._entries)
+
+    def cached(
+        self, name: object, params: Mapping[str, Any], dummy: Table
+    ) -> tuple[Hashable | None, Prepared | None]:
+        """The key under which ``prepare`` remembers this request, and the remembered prepared
+        query if there is one (a lookup: no validation or pricing runs)."""
+        if not isinstance(name, str) or name not in self._entries:
+            return None, None
+        key = _price_key(name, self._entries[name], params)
+        known = None if key is None else dummy.memo.peek(key)
+        return key, known if isinstance(known, Prepared) else None
 
     def prepare(
         self, name: object, params: Mapping[str, Any], schema: DatasetSchema, dummy: Table

@@ -6,12 +6,13 @@ HTTP-free, so that the protocol can be read in one place; :mod:`dpkit.server._ap
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import re
 import shutil
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +29,9 @@ from dpkit.server._ingest import load_table, read_source, resolve_source, store_
 from dpkit.server._ledger import Charge, Ledger, StaleDatasetError
 from dpkit.server._locks import flocked
 from dpkit.server._numbers import real
+from dpkit.server._pricing import NotPriced, PricingGate, here, not_on_the_loop
 from dpkit.server._queries import clamped
+from dpkit.server._recovery import Liveness, lost, recover, wait_for_answer, wait_for_answer_async
 from dpkit.server._registry import Meter, Prepared, QueryRegistry
 from dpkit.server._schema import DatasetSchema, Table, check_name, dummy_table
 
@@ -109,6 +112,9 @@ class Curator:
         self.versions: dict[str, int] = {}
         self._lock = threading.Lock()
         self._local = threading.local()
+        self.liveness = Liveness(config.data_dir)
+        self.ledger.owner = self.liveness.owner  # recorded in each charge (see _recovery)
+        self.pricing = PricingGate(limit=config.max_pricing_seconds)
         seed = config.insecure_seed
         self._seeds = None if seed is None else np.random.SeedSequence(seed)
 
@@ -146,9 +152,12 @@ class Curator:
 
         Safe when several worker processes start at once over the same ledger and data: the
         migrations take the ledger's write lock, and the configured datasets are registered
-        under the data directory's lock by whichever worker comes first (once).
+        under the data directory's lock by whichever worker comes first (once). The charges a
+        crash left ``reserved`` by processes that are gone are marked ``lost`` first
+        (:mod:`._recovery`): all of them if no other process of the service runs.
         """
         self.ledger.migrate()
+        recover(self.liveness, self.ledger, lambda: self._data_lock(exclusive=True))
         h = self.config.admin_key_hash
         if h is not None:
             # The configured hash is the admin's key: a new one replaces (revokes) the stored one.
@@ -321,8 +330,14 @@ class Curator:
         """
         for _ in range(_STALE_RETRIES):
             try:
-                try:
-                    planned = self._plan(who, body, idem_header, refresh=False)
+                try:  # a remembered price is a lookup; anything else is computed off the loop
+                    planned = self._plan(
+                        who, body, idem_header, refresh=False, price=not_on_the_loop
+                    )
+                except NotPriced:
+                    planned = await self.pricing.price_async(
+                        who.id, object(), lambda: self._plan(who, body, idem_header, price=here)
+                    )
                 except DataError:  # refused: ask again off the loop, where the dataset may be
                     # reloaded if another process replaced it (reading files, taking locks)
                     planned = await asyncio.to_thread(self._plan, who, body, idem_header)
@@ -330,6 +345,9 @@ class Curator:
                     return planned
                 charge = await self.ledger.reserve_async(*planned.charge_args)
                 if charge.replayed:
+                    if charge.status == "reserved":  # another request is answering it
+                        wait = self.config.idempotency_wait_seconds
+                        charge = await wait_for_answer_async(self.ledger, charge, wait)
                     return self._replay(charge)
                 quick = planned.prepared.quick
                 try:
@@ -370,11 +388,20 @@ class Curator:
         return _released(charge, result)
 
     def _plan(
-        self, who: Principal, body: Any, idem_header: str | None, *, refresh: bool = True
+        self,
+        who: Principal,
+        body: Any,
+        idem_header: str | None,
+        *,
+        refresh: bool = True,
+        price: Callable[[Callable[[], Prepared]], Prepared] | None = None,
     ) -> dict[str, Any] | _Plan:
         """Validate and price a request: a plan to charge, or the answer of a free dry run or
         dummy query (nothing is charged for those). ``refresh=False``: a refusal is raised as
-        it is, without first checking whether another process replaced the dataset."""
+        it is, without first checking whether another process replaced the dataset.
+
+        A price not remembered is computed by ``price(make)``: by default in the pricing
+        threads, within ``max_pricing_seconds`` (:mod:`._pricing`)."""
         if who.role != "analyst":
             raise ForbiddenError("queries are sent with an analyst's key, not the admin's.")
         if not isinstance(body, dict):
@@ -393,7 +420,19 @@ class Curator:
         params = {k: v for k, v in body.items() if k not in _TOP}
         name = body.get("query")
         try:
-            prepared = self.registry.prepare(name, params, schema, dummy_tab)
+            key, known = self.registry.cached(name, params, dummy_tab)
+            if known is not None:
+                prepared = known
+            else:
+
+                def make() -> Prepared:
+                    return self.registry.prepare(name, params, schema, dummy_tab)
+
+                if price is None:
+                    flight = None if key is None else ("prepare", id(dummy_tab), key)
+                    prepared = self.pricing.price(who.id, flight or object(), make)
+                else:
+                    prepared = price(make)
         except DataError:
             if not refresh:
                 raise
@@ -443,13 +482,21 @@ class Curator:
         )
 
     def _replay(self, charge: Charge) -> dict[str, Any]:
+        """The stored answer of an idempotency key's charge (nothing new is charged).
+
+        A charge still ``reserved`` is being answered by another request: this one waits for
+        its answer, at most ``idempotency_wait_seconds`` (then HTTP 409, :mod:`._recovery`).
+        """
+        if charge.status == "reserved":
+            charge = wait_for_answer(self.ledger, charge, self.config.idempotency_wait_seconds)
         if charge.status == "released":
-            return result_json(charge)
+            return result_json(dataclasses.replace(charge, replayed=True))
+        if charge.status == "lost":
+            raise lost(charge)
         raise QueryFailedError(
             f"this idempotency key's query (charge {charge.id}) is {charge.status}: "
-            + ("still running, or its answer was lost when the service stopped; it stays charged."
-               if charge.status == "reserved" else "it has no answer.")
-        )  # fmt: skip
+            "it has no answer."
+        )
 
     def result(self, who: Principal, cid: object) -> dict[str, Any]:
         """One past answer: analysts see only their own (others' look like missing ones)."""

@@ -35,8 +35,9 @@ def from_units(u: int) -> float:
 
 
 # {serial} is the auto-increment key of the dialect. Statuses of a charge: 'reserved' (charged,
-# answer not stored yet, or lost in a crash: it stays charged), 'released' (answer stored),
-# 'failed' (charged, noise may have been drawn, no answer), 'refunded' (failed before any noise).
+# answer not stored yet), 'released' (answer stored), 'failed' (charged, noise may have been
+# drawn, no answer), 'refunded' (failed before any noise), 'lost' (migration 3: reserved when
+# the service stopped, found so at the next start; it stays charged and has no answer).
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
         """CREATE TABLE principals (
@@ -102,4 +103,49 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # 2: a dataset's version, raised by every (re-)registration, so that each worker process of
     # a service can tell a replaced dataset from the one it loaded (and never answer from it).
     ("ALTER TABLE datasets ADD COLUMN version BIGINT NOT NULL DEFAULT 1",),
+    # 3: a charge whose answer was lost in a crash is marked 'lost' when the service starts
+    # again, and each charge names the process answering it (:mod:`._recovery`; a CHECK
+    # constraint is changed by rebuilding the table, the one way SQLite has); dashboard links
+    # and sessions kept in the ledger, where every worker process sees them and a new key ends
+    # them (:mod:`._sessions`); counters of the requests that are not written one row each
+    # (:mod:`._audit_limits`).
+    (
+        """CREATE TABLE charges_v3 (
+            id TEXT PRIMARY KEY,
+            analyst TEXT NOT NULL REFERENCES principals(id),
+            dataset TEXT NOT NULL REFERENCES datasets(name),
+            idem_key TEXT,
+            request_json TEXT NOT NULL,
+            epsilon BIGINT NOT NULL,
+            delta BIGINT NOT NULL,
+            status TEXT NOT NULL
+                CHECK (status IN ('reserved', 'released', 'failed', 'refunded', 'lost')),
+            result_json TEXT,
+            created DOUBLE PRECISION NOT NULL,
+            finished DOUBLE PRECISION,
+            owner TEXT,
+            UNIQUE (analyst, idem_key),
+            CHECK (status <> 'released' OR result_json IS NOT NULL)
+        )""",
+        "INSERT INTO charges_v3 (id, analyst, dataset, idem_key, request_json, epsilon, delta, "
+        "status, result_json, created, finished) SELECT id, analyst, dataset, idem_key, "
+        "request_json, epsilon, delta, status, result_json, created, finished FROM charges",
+        "DROP TABLE charges",
+        "ALTER TABLE charges_v3 RENAME TO charges",
+        "CREATE INDEX charges_by_analyst ON charges (analyst, created)",
+        "CREATE INDEX charges_by_status ON charges (status)",
+        """CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,
+            kind TEXT NOT NULL CHECK (kind IN ('link', 'session')),
+            principal TEXT NOT NULL REFERENCES principals(id),
+            key_hash TEXT NOT NULL,
+            expires DOUBLE PRECISION NOT NULL
+        )""",
+        """CREATE TABLE request_counts (
+            bucket BIGINT NOT NULL,
+            status INTEGER NOT NULL,
+            count BIGINT NOT NULL,
+            PRIMARY KEY (bucket, status)
+        )""",
+    ),
 )
