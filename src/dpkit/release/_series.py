@@ -166,18 +166,18 @@ def series_density(
         m = fixed or tuple(series_degree(float(public_n or 1), d, eps_s, smoothness) for _ in box)
         bits, caps, noise = _plan(m, factor, eps_s, dlt)
         event = total_event(count, noise.event)
-        charge(accountant, event, "series density", delta=dlt)
+        charge(accountant, event, "series density", delta=dlt, rng=rng)
         n_hat = count.value(data.shape[0], gen)
     else:
         # The degree is a function of the noisy n and the noise of the degree, so the count is
         # charged and drawn first; if the accountant then refuses the coefficients, only the
         # count's share was spent and nothing was released.
         assert count.noise is not None
-        charge(accountant, count.noise.event, "series density: record count")
+        charge(accountant, count.noise.event, "series density: record count", rng=rng)
         n_hat = count.value(data.shape[0], gen)
         m = _fitting_degree(series_degree(n_hat, d, eps_s, smoothness), d)
         bits, caps, noise = _plan(m, factor, eps_s, dlt)
-        charge(accountant, noise.event, "series density: coefficients", delta=dlt)
+        charge(accountant, noise.event, "series density: coefficients", delta=dlt, rng=rng)
         event = total_event(count, noise.event)
     sums = _sums(to_unit(data, box), m, bits, caps)
     noisy = sums + noise.draw(sums.size, gen)
