@@ -182,6 +182,24 @@ def test_the_warning_comes_before_the_charge(name: str) -> None:
     assert acct.ledger == ()
 
 
+@pytest.mark.parametrize("name", sorted(ENTRY_POINTS))
+def test_the_check_draws_nothing_and_comes_before_any_noise(name: str) -> None:
+    # A NumPy generator (not dpkit's secure one) warns too; stopped at the check, it has not
+    # been drawn from: the check looks only at rng, and no noise precedes it.
+    gen = np.random.default_rng(7)
+    before = gen.bit_generator.state
+    acct = _budget()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", InsecureRandomnessWarning)
+        with pytest.raises(InsecureRandomnessWarning):
+            ENTRY_POINTS[name](acct, gen)
+    if name != "frame.Query.release":
+        assert gen.bit_generator.state == before
+    # (a frame query draws the seeds of its row bounding, not noise, and bounds the units before
+    # it charges, so that a query the data make fail charges nothing; its noise follows the check)
+    assert acct.ledger == ()
+
+
 SRC = Path(__file__).resolve().parents[2] / "src" / "dpkit"
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from dpkit.errors import BudgetExceededError, DataError
 from dpkit.server import Ledger, NoBudgetError
-from dpkit.server._sql import UNIT, cost_units, limit_units
+from dpkit.server._sql import cost_units, limit_units
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
