@@ -30,7 +30,18 @@ import dpkit.stats as st
 from dpkit.accounting import Accountant, ApproxDP
 from dpkit.errors import InsecureRandomnessWarning
 from dpkit.holdout import Thresholdout
-from dpkit.local import GRR, OLH, DuchiMean, HadamardResponse, VectorMean
+from dpkit.local import (
+    GRR,
+    OLH,
+    OUE,
+    SUE,
+    DuchiMean,
+    HadamardResponse,
+    HybridMean,
+    PiecewiseMean,
+    SubsetSelection,
+    VectorMean,
+)
 from dpkit.mechanisms import Laplace
 from dpkit.ml import PCA, GaussianNB, KMeans, LinearRegression, LogisticRegression, StandardScaler
 from dpkit.random import seeded
@@ -110,7 +121,18 @@ ENTRY_POINTS: dict[str, Release] = {
     "local.HadamardResponse.randomize": lambda a, r: HadamardResponse(epsilon=1.0, k=3).randomize(
         CATS, accountant=a, rng=r
     ),
+    "local.OUE.randomize": lambda a, r: OUE(epsilon=1.0, k=3).randomize(CATS, accountant=a, rng=r),
+    "local.SUE.randomize": lambda a, r: SUE(epsilon=1.0, k=3).randomize(CATS, accountant=a, rng=r),
+    "local.SubsetSelection.randomize": lambda a, r: SubsetSelection(epsilon=1.0, k=3).randomize(
+        CATS, accountant=a, rng=r
+    ),
     "local.DuchiMean.randomize": lambda a, r: DuchiMean(epsilon=1.0).randomize(
+        X1, accountant=a, rng=r
+    ),
+    "local.PiecewiseMean.randomize": lambda a, r: PiecewiseMean(epsilon=1.0).randomize(
+        X1, accountant=a, rng=r
+    ),
+    "local.HybridMean.randomize": lambda a, r: HybridMean(epsilon=1.0).randomize(
         X1, accountant=a, rng=r
     ),
     "local.VectorMean.randomize": lambda a, r: VectorMean(epsilon=1.0, d=2).randomize(
