@@ -57,6 +57,8 @@ UNIT = 10**12
 
 _DOWN = 1 - RESOLUTION
 _UP = 1 + RESOLUTION
+_DOWN_NUM = 2**50 - 1  # _DOWN and _UP over their common denominator 2**50
+_UP_NUM = 2**50 + 1
 
 
 def counted(cost: float | Fraction) -> Fraction:
@@ -85,7 +87,11 @@ def within(total_cost: float | Fraction, budget: float | Fraction) -> bool:
     >>> within(Fraction(1) + Fraction(1, 10**13), 1.0)   # beyond the resolution: refused
     False
     """
-    return counted(total_cost) <= allowed(budget)
+    # counted(total) <= allowed(budget), cross-multiplied in integers: no Fraction arithmetic
+    # (and its gcds) on the path of every charge
+    p, q = total_cost.as_integer_ratio()
+    m, n = budget.as_integer_ratio()
+    return p * _DOWN_NUM * n <= m * _UP_NUM * q
 
 
 @lru_cache(maxsize=1024, typed=True)
