@@ -20,6 +20,7 @@ from dpkit.accounting import Accountant, ApproxDP, dpsgd_epsilon, gaussian_sigma
 from dpkit.errors import BudgetExceededError, InsecureRandomnessWarning
 from dpkit.mechanisms import RandomizedResponse
 from dpkit.noise import discrete_gaussian, discrete_laplace, laplace, laplace_grid
+from dpkit.random import seeded
 
 SEED = 2024  # the demo is reproducible; real releases use rng=None (secure)
 
@@ -102,8 +103,8 @@ def _accounting() -> None:
     print("\n== Budgets and accounting (dpkit.accounting) ==")
     acct = Accountant(ApproxDP(epsilon=1.0, delta=1e-6))
     x = np.random.default_rng(SEED).uniform(0, 100, 10_000)
-    st.mean(x, bounds=(0, 100), epsilon=0.5, accountant=acct, rng=SEED)
-    st.median(x, bounds=(0, 100), epsilon=0.25, accountant=acct, rng=SEED)
+    st.mean(x, bounds=(0, 100), epsilon=0.5, accountant=acct, rng=seeded(SEED))
+    st.median(x, bounds=(0, 100), epsilon=0.25, accountant=acct, rng=seeded(SEED))
     for entry in acct.ledger:
         print(f"charged {entry.label!s:8s} epsilon={entry.epsilon:.4f}")
     spent, left = acct.spent, acct.remaining
@@ -112,7 +113,7 @@ def _accounting() -> None:
         f"remaining epsilon={left.epsilon:.4f}"  # type: ignore[attr-defined]
     )
     try:
-        st.mean(x, bounds=(0, 100), epsilon=0.5, accountant=acct, rng=SEED)
+        st.mean(x, bounds=(0, 100), epsilon=0.5, accountant=acct, rng=seeded(SEED))
     except BudgetExceededError:
         print("a third query asking for epsilon 0.5 is refused; nothing was released")
     sigma = gaussian_sigma(epsilon=1.0, delta=1e-5, sensitivity=1.0)

@@ -12,7 +12,7 @@ import pytest
 
 from dpkit.errors import BudgetExceededError, DataError
 from dpkit.server import Ledger, NoBudgetError
-from dpkit.server._sql import UNIT, cost_units, limit_units
+from dpkit.server._sql import cost_units, limit_units
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -31,22 +31,24 @@ def ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
 
 
 def test_units_round_in_the_safe_direction() -> None:
-    assert cost_units(0.1) == 10**11 + 1 or cost_units(0.1) == 10**11  # 0.1 is above 1e-1 in binary
-    assert cost_units(0.1) >= 0.1 * UNIT and limit_units(0.1) <= 0.1 * UNIT
+    # 0.1 is 0.1000000000000000055… in binary: within the one definition's resolution (a relative
+    # 2⁻⁵⁰, docs/accounting.md) it is the decimal 0.1, exactly 10^11 units as cost and budget
+    assert cost_units(0.1) == 10**11 == limit_units(0.1)
+    assert cost_units(0.1 + 1e-12) == 10**11 + 1 and limit_units(0.1 - 1e-12) == 10**11 - 1
     assert cost_units(1e-300) == 1  # a tiny cost is still charged
     assert limit_units(1e-300) == 0
 
 
 def test_ten_charges_of_a_tenth_fit_a_budget_of_one_and_no_more(ledger: Ledger) -> None:
-    # 0.1 as a double is 0.1000000000000000055…: in units of 1e-12 it costs 10^11 + 1 (rounded
-    # up), so ten of them need 10^12 + 10 units. The budget 1.0 is exactly 10^12 units: the tenth
-    # charge must be refused, never accepted by a float rounding in its favour.
-    for _ in range(9):
+    # 0.1 as a double is 0.1000000000000000055…; the one budget arithmetic (shared with the
+    # library's Accountant) takes it as the decimal 0.1 (10^11 units), so ten fit a budget of 1
+    # (10^12 units) exactly and an eleventh, however small, is refused.
+    for _ in range(10):
         ledger.reserve("a1", "survey", {"query": "count"}, 0.1, 0.0)
     with pytest.raises(BudgetExceededError, match="Nothing was charged"):
-        ledger.reserve("a1", "survey", {"query": "count"}, 0.1, 0.0)
+        ledger.reserve("a1", "survey", {"query": "count"}, 1e-12, 0.0)
     b = ledger.budgets("a1")[0]
-    assert b["spent_epsilon"] == pytest.approx(0.9) and b["spent_epsilon"] <= 1.0
+    assert b["spent_epsilon"] == 1.0
     # 1/8 is exact in binary: eight of them fit a budget of 1 exactly.
     ledger.set_budget("a2", "survey", 1.0, 0.0)
     ledger.add_dataset("other", {"name": "other"}, 1.0, 0.0)

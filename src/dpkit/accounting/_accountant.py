@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from dpkit._checks import check_delta
+from dpkit.accounting._budget import within
 from dpkit.accounting._compose import epsilon_of
 from dpkit.accounting._costs import (
     IdentityMemo,
@@ -22,10 +23,6 @@ from dpkit.accounting._guarantees import ZCDP, ApproxDP, Guarantee, PureDP, _unc
 from dpkit.errors import BudgetExceededError, PrivacyParameterError
 
 __all__ = ["Accountant", "LedgerEntry"]
-
-# Budgets are compared with a relative slack of 1e-12 so that ε/n charged n times fits although
-# the decimal ε/n is rounded to binary (0.1 is stored as 0.1000000000000000055…).
-_SLACK = 1e-12
 
 
 @dataclass(frozen=True)
@@ -103,9 +100,12 @@ class Accountant:
       (2021, Theorem 3.1) at every order α (see also Whitehouse, Ramdas, Rogers & Wu 2023).
 
     ``charge`` is atomic and thread-safe: either the whole event fits and is recorded, or
-    :class:`~dpkit.errors.BudgetExceededError` is raised and nothing changes. Budgets are compared
-    with a relative slack of 1e-12 so that n charges of ε/n fit although ε/n is rounded to
-    binary: the interaction's guarantee is the budget to within that relative 1e-12.
+    :class:`~dpkit.errors.BudgetExceededError` is raised and nothing changes. Whether a charge
+    fits is decided by dpkit's one budget arithmetic (shared with the curator service's ledger;
+    see ``docs/accounting.md``): exact sums, with each cost counted at (1 − 2⁻⁵⁰) of its binary
+    value and the budget allowed (1 + 2⁻⁵⁰) of its own, so that decimals add up as decimals
+    (twenty charges of ε = 0.05 fit ε = 1; a budget of 0.3 pays 0.3) while the exact sum of the
+    costs never exceeds the budget by more than a relative 1.8·10⁻¹⁵.
 
     Examples
     --------
@@ -186,11 +186,13 @@ class Accountant:
         return float(s.eps), float(s.delta), float(s.rho)
 
     def _fits(self, s: _State) -> bool:
+        # The one budget arithmetic (dpkit.accounting._budget), on the exact sums: the same
+        # definition as the curator service's ledger.
         b = self._budget
         if self._method == "zcdp":
-            return float(s.rho) <= self._rho_max * (1 + _SLACK)
-        ok_eps = float(s.eps) <= b.epsilon * (1 + _SLACK)  # type: ignore[union-attr]
-        return ok_eps and float(s.delta) <= getattr(b, "delta", 0.0) * (1 + _SLACK)
+            return within(s.rho, self._rho_max)
+        ok_eps = within(s.eps, b.epsilon)  # type: ignore[union-attr]
+        return ok_eps and within(s.delta, getattr(b, "delta", 0.0))
 
     @property
     def spent(self) -> Guarantee:
@@ -291,10 +293,13 @@ class Accountant:
             ed = Fraction(event.delta)
             cand = _State(s.eps + Fraction(event.epsilon), s.delta + ed, s.rho)
             return self._if_fits(event, cand, Fraction(event.epsilon), float(ed), 0)
-        rest = self._budget.delta - float(s.delta)  # type: ignore[union-attr]
+        b_delta = self._budget.delta  # type: ignore[union-attr]
+        rest = b_delta - float(s.delta)
         tried: set[float] = set()
         for d in (hint, self._event_delta, rest):
-            if d is None or not 0 < d <= rest * (1 + _SLACK) or min(d, rest) in tried:
+            if d is None or min(d, rest) <= 0 or not within(s.delta + Fraction(d), b_delta):
+                continue
+            if min(d, rest) in tried:
                 continue  # (the same δ twice would only repeat a possibly costly composition)
             tried.add(min(d, rest))
             eps = epsilon_of(event, delta=min(d, rest))

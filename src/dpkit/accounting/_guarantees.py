@@ -17,6 +17,7 @@ import numpy as np
 from scipy import optimize
 
 from dpkit._checks import check_delta, check_epsilon, check_positive
+from dpkit.accounting._budget import RESOLUTION
 from dpkit.errors import PrivacyParameterError
 
 __all__ = [
@@ -69,8 +70,9 @@ def _unchecked(cls: type[_G], *, shown: str | None = None, **values: float) -> _
 _SHOWN_TOLERANCE = 1e-9
 """Relative distance a displayed value may be from the exact one, on the safe side."""
 
-_SHOWN_SLACK = 1e-12
-"""Relative distance it may be on the unsafe side: the accountant's own comparison slack."""
+_SHOWN_SLACK = float(RESOLUTION)
+"""Relative distance it may be on the unsafe side: the resolution of the budget arithmetic
+(:mod:`dpkit.accounting._budget`), within which amounts are counted as the decimal written."""
 
 
 def shown(value: float, direction: str) -> str:
@@ -78,8 +80,8 @@ def shown(value: float, direction: str) -> str:
     unsafe direction (``"up"``: not below it; ``"down"``: not above it), as a float repr.
 
     The accounting keeps safe-side margins of ~1e-12 (a spend may read 0.7499999999993179);
-    shown raw they look like errors. Values the accountant itself treats as equal (within its
-    relative slack of 1e-12) count as not passing, so 0.30000000000000004 shows as 0.3.
+    shown raw they look like errors. Values the budget arithmetic counts as equal (within its
+    relative resolution of 2⁻⁵⁰) count as not passing, so 0.30000000000000004 shows as 0.3.
 
     >>> shown(0.7499999999993179, "up"), shown(0.2500000000006821, "down"), shown(0.1, "up")
     ('0.75', '0.25', '0.1')

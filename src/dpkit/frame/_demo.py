@@ -13,6 +13,7 @@ def demo() -> None:
 
     import dpkit.frame as dpf
     from dpkit.accounting import Accountant, ApproxDP
+    from dpkit.random import seeded
 
     print("== Tables: a per-user group-by (dpkit.frame) ==")
     g = np.random.default_rng(SEED)
@@ -34,7 +35,7 @@ def demo() -> None:
         .agg(dpf.count_units(alias="buyers"), dpf.mean("amount", bounds=(0, 100)))
     )
     print(q.explain(epsilon=0.5, delta=1e-6))
-    r = q.release(epsilon=0.5, delta=1e-6, accountant=acct, rng=SEED)
+    r = q.release(epsilon=0.5, delta=1e-6, accountant=acct, rng=seeded(SEED))
     exact = buys.group_by("shop").agg(pl.col("amount").mean().alias("exact_mean")).sort("shop")
     out = r.frame.join(exact, on="shop").sort("shop")
     with pl.Config(tbl_rows=10, tbl_cols=8, float_precision=2):

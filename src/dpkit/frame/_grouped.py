@@ -455,7 +455,7 @@ class GroupedQuery:
         keys = list(self._layout().keys)
         if self._public is not None:
             totals, buckets = public_totals(totals, buckets, self._public, keys)
-        charge(accountant, plan.event, "frame query", delta=plan.delta or None)
+        charge(accountant, plan.event, "frame query", delta=plan.delta or None, rng=rng)
         frame = finish(
             totals, buckets, keys=keys, aggs=self._aggs, plan=plan, gen=gen, alpha=a,
             drop_keys=(ALL,),

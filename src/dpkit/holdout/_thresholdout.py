@@ -11,6 +11,7 @@ import numpy.typing as npt
 
 from dpkit._checks import check_positive
 from dpkit.accounting import PureDPEvent
+from dpkit.accounting._charge import charge_release
 from dpkit.errors import BudgetExceededError, DataError, PrivacyParameterError
 from dpkit.noise import as_finite_array, laplace, laplace_grid, rounded_sensitivity
 from dpkit.random import RNGLike, as_generator
@@ -146,8 +147,7 @@ class Thresholdout:
         grid = laplace_grid(4 * self._sigma)  # the coarsest grid of the three noises
         self._epsilon = 2 * self._budget * rounded_sensitivity(sens, grid) / self._sigma
         self.event = PureDPEvent(epsilon=self._epsilon)
-        if accountant is not None:
-            accountant.charge(self.event, label="Thresholdout")
+        charge_release(accountant, self.event, "Thresholdout", rng=rng)
         self._noisy_threshold = self._draw_threshold()
 
     def __reduce_ex__(self, protocol: Any) -> Any:

@@ -118,7 +118,7 @@ class NumericRandomizer(ABC):
         """
         x = check_unit_values(values)
         gen = as_generator(rng)
-        charge(accountant, self.event, label)
+        charge(accountant, self.event, label, rng=rng)
         return self._randomize(x, gen)
 
     def estimate_mean(self, reports: object) -> MeanEstimate:

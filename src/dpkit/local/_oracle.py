@@ -156,7 +156,7 @@ class FrequencyOracle(ABC):
         """
         x = check_domain_values(values, self.k)
         gen = as_generator(rng)
-        charge(accountant, self.event, label)
+        charge(accountant, self.event, label, rng=rng)
         return Reports(self.tag, self._randomize(x, gen))
 
     def randomize_one(self, value: int, *, rng: RNGLike = None) -> Any:

@@ -113,7 +113,7 @@ class VectorMean:
             raise DataError(f"values must have shape (n, {self.d}), got {raw.shape}.")
         x = check_unit_values(raw.reshape(-1)).reshape(raw.shape)
         gen = as_generator(rng)
-        charge(accountant, self.event, label)
+        charge(accountant, self.event, label, rng=rng)
         n = int(raw.shape[0])
         idx = gen.permuted(np.broadcast_to(np.arange(self.d), (n, self.d)), axis=1)[:, : self.k]
         picked = np.take_along_axis(x, idx, axis=1)

@@ -5,15 +5,14 @@ from __future__ import annotations
 import math
 import numbers
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from dpkit._messages import dtype_name, not_numeric
-from dpkit.accounting import Accountant
+from dpkit.accounting._charge import SupportsCharge, charge_release
 from dpkit.errors import DataError, PrivacyParameterError
-from dpkit.random import warn_if_insecure
 
 __all__ = [
     "INT_LIMIT",
@@ -34,43 +33,9 @@ INT_LIMIT = 2**62
 """Integer query values must lie strictly within ±INT_LIMIT, so adding noise cannot overflow."""
 
 
-class SupportsCharge(Protocol):
-    """Anything with ``charge(event, label=...)`` that raises when the budget would be exceeded."""
-
-    def charge(self, event: Any, *, label: str | None = None) -> Any: ...
-
-
-def charge(
-    accountant: SupportsCharge | None,
-    event: object,
-    label: str | None,
-    *,
-    delta: float | None = None,
-    rng: object = None,
-) -> None:
-    """Charge ``event`` to ``accountant`` (if any) *before* anything is released.
-
-    ``rng`` is the release's ``rng=`` argument: a charged release with non-secure noise raises
-    :class:`~dpkit.errors.InsecureRandomnessWarning` here, before the charge and before any noise
-    is drawn (see :func:`dpkit.random.warn_if_insecure`).
-
-    The accountant raises :class:`~dpkit.errors.BudgetExceededError` when the charge would
-    overspend; the exception propagates and the caller releases nothing. ``delta`` is the δ the
-    release was calibrated for, passed on to a :class:`dpkit.accounting.Accountant` so that an
-    (ε, δ) budget pays exactly (ε, δ) for it.
-    """
-    if accountant is None:
-        return
-    if not hasattr(accountant, "charge"):
-        raise PrivacyParameterError(
-            f"accountant must have a charge(event, label=...) method (e.g. dpkit.accounting."
-            f"Accountant), got {type(accountant).__name__}."
-        )
-    warn_if_insecure(rng, stacklevel=4)
-    if delta and isinstance(accountant, Accountant):
-        accountant.charge(event, label=label, delta=delta)  # type: ignore[arg-type]
-    else:
-        accountant.charge(event, label=label)
+# Every layer charges through the accounting package's one helper (the randomness check is
+# there); the names stay importable from here for the layers that import them so.
+charge = charge_release
 
 
 def as_shape(shape: object) -> tuple[int, ...]:

@@ -23,7 +23,8 @@ import numpy as np
 import numpy.typing as npt
 
 from dpkit._checks import check_delta, check_epsilon, check_positive
-from dpkit.accounting import Accountant, ComposedEvent, Event
+from dpkit.accounting import ComposedEvent, Event
+from dpkit.accounting._charge import charge_release
 from dpkit.errors import DataError, PrivacyParameterError
 from dpkit.random import RNGLike, as_generator
 
@@ -320,19 +321,18 @@ def compose_events(events: list[Event]) -> Event:
 
 
 def charge_fit(estimator: Any, event: Event, delta: float, label: str) -> None:
-    """Charge ``event`` to the estimator's accountant (if any) before anything is released."""
+    """Charge ``event`` to the estimator's accountant (if any) before anything is released.
+
+    Through the accounting package's one charging helper, with the estimator's ``rng``: a fit
+    with seeded noise charged to an accountant warns ``InsecureRandomnessWarning``.
+    """
     acct = estimator.accountant
-    if acct is None:
-        return
-    if not hasattr(acct, "charge"):
+    if acct is not None and not hasattr(acct, "charge"):
         raise PrivacyParameterError(
             "accountant must be a dpkit.accounting.Accountant (or have charge(event, label=)), "
             f"got {type(acct).__name__}."
         )
-    if delta > 0 and isinstance(acct, Accountant):
-        acct.charge(event, label=label, delta=delta)
-    else:
-        acct.charge(event, label=label)
+    charge_release(acct, event, label, delta=delta or None, rng=estimator.rng)
 
 
 def check_int(value: object, name: str, *, minimum: int = 1) -> int:

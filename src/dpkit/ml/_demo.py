@@ -19,6 +19,7 @@ def demo() -> None:
     from dpkit.accounting import Accountant, ApproxDP
     from dpkit.errors import BudgetExceededError, PrivacyParameterError
     from dpkit.ml import GaussianNB, LogisticRegression
+    from dpkit.random import seeded
 
     print("\n== Private models (dpkit.ml, scikit-learn conventions) ==")
     X, y = datasets.load_breast_cancer(return_X_y=True)
@@ -30,11 +31,11 @@ def demo() -> None:
     for eps in (0.5, 1.0):
         clf = LogisticRegression(
             epsilon=eps, data_norm=float(np.sqrt(X.shape[1])), classes=[0, 1],
-            accountant=budget, rng=SEED,
+            accountant=budget, rng=seeded(SEED),
         )  # fmt: skip
         print(f"  logistic regression (objective perturbation), epsilon {eps}: "
               f"accuracy {clf.fit(Xtr, ytr).score(Xte, yte):.3f}")  # fmt: skip
-    nb = GaussianNB(epsilon=1.0, bounds=(0, 1), classes=[0, 1], accountant=budget, rng=SEED)
+    nb = GaussianNB(epsilon=1.0, bounds=(0, 1), classes=[0, 1], accountant=budget, rng=seeded(SEED))
     nb_plain = PlainNB().fit(Xtr, ytr).score(Xte, yte)
     print(f"  Gaussian naive Bayes, epsilon 1.0: accuracy {nb.fit(Xtr, ytr).score(Xte, yte):.3f} "
           f"(non-private {nb_plain:.3f})")  # fmt: skip

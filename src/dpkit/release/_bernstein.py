@@ -130,7 +130,7 @@ def bernstein_density(
     l1 = lattice << bits  # Aldà–Rubinstein: (k+1)^d coordinates, each moving by at most 2^P
     noise = integer_noise(l1=l1, l2=0.0, dimension=lattice, epsilon=eps_b, delta=0.0)
     event = total_event(count, noise.event)
-    charge(accountant, event, "kernel density (Bernstein)")
+    charge(accountant, event, "kernel density (Bernstein)", rng=rng)
     gen = as_generator(rng)
     n_hat = count.value(data.shape[0], gen)
     axes = [lo + (np.arange(kk + 1) / kk) * (hi - lo) for kk, (lo, hi) in zip(k, box, strict=True)]

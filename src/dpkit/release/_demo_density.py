@@ -8,6 +8,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from dpkit.accounting import Accountant, ApproxDP
+from dpkit.random import seeded
 from dpkit.release._bernstein import bernstein_density
 from dpkit.release._density_grid import DensityRelease
 from dpkit.release._histogram_density import histogram_density
@@ -38,22 +39,22 @@ def demo() -> None:
     box = (0.0, 10.0)
     releases = {
         "histogram (§5.2)": histogram_density(
-            x, bounds=box, epsilon=1.0, accountant=acct, rng=SEED
+            x, bounds=box, epsilon=1.0, accountant=acct, rng=seeded(SEED)
         ),
         "cosine series (§5.3)": series_density(
-            x, bounds=box, epsilon=1.0, accountant=acct, rng=SEED
+            x, bounds=box, epsilon=1.0, accountant=acct, rng=seeded(SEED)
         ),
         "kernel, HRW (§5.4)": kde_density(
-            x, bounds=box, bandwidth=0.4, epsilon=1.0, delta=1e-6, accountant=acct, rng=SEED
+            x, bounds=box, bandwidth=0.4, epsilon=1.0, delta=1e-6, accountant=acct, rng=seeded(SEED)
         ),
         "kernel, Bernstein (§5.4)": bernstein_density(
-            x, bounds=box, bandwidth=0.4, epsilon=1.0, accountant=acct, rng=SEED
+            x, bounds=box, bandwidth=0.4, epsilon=1.0, accountant=acct, rng=seeded(SEED)
         ),
     }
     for name, dens in releases.items():
         z = dens.sample(n, rng=SEED)
         print(f"  {name:<26} cells={dens.probabilities.size:<4} KS(sample, data)={_ks(z, x):.3f}")
-    synth = ks_synthetic(x, bounds=box, epsilon=1.0, accountant=acct, rng=SEED)
+    synth = ks_synthetic(x, bounds=box, epsilon=1.0, accountant=acct, rng=seeded(SEED))
     print(
         f"  {'KS mechanism (§5.1)':<26} k={synth.k:<6} KS(sample, data)={_ks(synth.values, x):.3f}"
     )

@@ -7,6 +7,7 @@ import os
 import numpy as np
 
 from dpkit.accounting import Accountant, ApproxDP
+from dpkit.random import seeded
 from dpkit.release._examples import fair_domain, load_fair
 from dpkit.release._report import utility_report
 from dpkit.release._synth import Synthesizer
@@ -26,7 +27,7 @@ def demo() -> None:
     reports = {}
     for method in ("independent", "aim"):
         synth = Synthesizer(dom, epsilon=1.0, delta=1e-6, method=method)
-        model = synth.fit(df, accountant=acct, rng=SEED)
+        model = synth.fit(df, accountant=acct, rng=seeded(SEED))
         syn = model.sample(len(df), rng=SEED + 1, output="pandas")
         reports[method] = (
             model,

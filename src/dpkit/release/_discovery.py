@@ -176,7 +176,7 @@ def discover_domain(
     one_q = exponential_event(epsilon=eps_c / (bins - 1) * (1.0 - 2.0**-40))
     events: list[Event] = [SelfComposedEvent(one_q, count=bins - 1) for _ in num]  # type: ignore[arg-type]
     events += [ApproxDPEvent(epsilon=eps_c, delta=delta_c) for _ in cats]
-    charge(accountant, ComposedEvent(events=tuple(events)), "domain discovery", delta=dlt)
+    charge(accountant, ComposedEvent(events=tuple(events)), "domain discovery", delta=dlt, rng=rng)
     gen = as_generator(rng)
     out: dict[str, Column] = dict(fixed)
     for k in num:

@@ -210,7 +210,7 @@ def histogram_density(
         _check_cells(
             tuple(histogram_bins(8.0 * max(data.shape[0], 1) + 64, d) for _ in box), atom_sets
         )
-    charge(accountant, event, "histogram density", delta=dlt)
+    charge(accountant, event, "histogram density", delta=dlt, rng=rng)
     gen = as_generator(rng)
     n_hat = count.value(data.shape[0], gen)
     m = fixed_bins or _fitting_bins(histogram_bins(n_hat, d), atom_sets)

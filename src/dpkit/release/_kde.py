@@ -236,7 +236,7 @@ def kde_density(
     l2 = math.nextafter(sens / 2.0**shift + math.sqrt(g), math.inf)  # + rounding to the grid
     noise = integer_noise(l1=0, l2=l2, dimension=g, epsilon=eps_k, delta=dlt)
     event = total_event(count, noise.event)
-    charge(accountant, event, "kernel density (HRW)", delta=dlt)
+    charge(accountant, event, "kernel density (HRW)", delta=dlt, rng=rng)
     gen = as_generator(rng)
     n_hat = count.value(data.shape[0], gen)
     sums = _kernel_sums(data, pts, h)

@@ -369,7 +369,7 @@ def ks_synthetic(
     _check_size(fixed_k or 1, fixed_m or 3)
     main = ExponentialEvent(epsilon=eps_z * SLACK)
     event = total_event(count, main)
-    charge(accountant, event, "KS synthetic sample")
+    charge(accountant, event, "KS synthetic sample", rng=rng)
     gen = as_generator(rng)
     n_hat = count.value(data.size, gen)
     k, m = _fitting_size(n_hat, fixed_k, fixed_m)

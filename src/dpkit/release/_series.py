@@ -173,7 +173,7 @@ def series_density(
         m = fixed or tuple(series_degree(float(public_n or 1), d, eps_s, smoothness) for _ in box)
         bits, caps, noise = _plan(m, factor, eps_s, dlt)
         event = total_event(count, noise.event)
-        charge(accountant, event, "series density", delta=dlt)
+        charge(accountant, event, "series density", delta=dlt, rng=rng)
         n_hat = count.value(data.shape[0], gen)
     else:
         # The degree is a function of the noisy n, so the coefficients' sensitivity is not
@@ -183,7 +183,7 @@ def series_density(
         # once the degree is known. A refused charge spends nothing and draws nothing.
         budget = _budget(eps_s, dlt)
         event = total_event(count, budget)
-        charge(accountant, event, "series density", delta=dlt)
+        charge(accountant, event, "series density", delta=dlt, rng=rng)
         n_hat = count.value(data.shape[0], gen)
         m = _fitting_degree(series_degree(n_hat, d, eps_s, smoothness), d)
         bits, caps, noise = _plan(m, factor, eps_s, dlt, budget=budget)

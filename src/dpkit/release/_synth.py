@@ -275,7 +275,7 @@ class Synthesizer:
             ``progress(done, total)`` after each step, for progress bars.
         """
         codes = self.domain.encode(data)
-        charge(accountant, self.event, f"synthesizer ({self.method})", delta=self.delta)
+        charge(accountant, self.event, f"synthesizer ({self.method})", delta=self.delta, rng=rng)
         gen = as_generator(rng)
         net, n_hat, measured = fit_model(codes, self.domain.shape, self.plan, gen, progress)
         names = self.domain.names

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from dpkit.accounting._budget import quoted
 from dpkit.errors import DataError, DPKitError
 from dpkit.noise import NoisePool
 from dpkit.server._auth import Principal, key_id, new_key, verify_key
@@ -444,8 +445,10 @@ class Curator:
             raise
         request = {k: v for k, v in body.items() if k not in ("idempotency_key", "dry_run")}
         if dry:
+            # the quote is what the ledger would charge: the price in its units, shown back
+            eps, dlt = quoted(prepared.epsilon), quoted(prepared.delta)
             return {"dry_run": True, "query": name, "dataset": schema.name,
-                    "epsilon": prepared.epsilon, "delta": prepared.delta}  # fmt: skip
+                    "epsilon": eps, "delta": dlt}  # fmt: skip
         if dummy:
             answer = prepared.compute(dummy_tab, None, Meter(prepared.epsilon, prepared.delta))
             return {"dummy": True, "query": name, "dataset": schema.name, "epsilon": 0.0,

@@ -1,37 +1,19 @@
 """The ledger's SQL schema: one schema for SQLite and PostgreSQL, applied by numbered migrations.
 
-Privacy amounts are stored as integers in units of 10⁻¹² (:data:`UNIT`): a budget is rounded
-down and a cost up, so adding costs is exact and can never overspend by a rounding error (with
-floats, ten charges of 0.1 may or may not fit a budget of 1).
+Privacy amounts are stored as integers in units of 10⁻¹² (:data:`UNIT`), converted by the one
+budget arithmetic of :mod:`dpkit.accounting._budget` that the library's accountants use too: a
+budget is rounded down and a cost up, so adding costs is exact and a decimal written with up to
+12 decimal places is stored exactly (20 charges of 0.05 fit a budget of 1, and no more).
 """
 
 from __future__ import annotations
 
-import math
-from fractions import Fraction
-from functools import lru_cache
+from dpkit.accounting._budget import UNIT, budget_units, cost_units, from_units
 
 __all__ = ["MIGRATIONS", "UNIT", "cost_units", "from_units", "limit_units"]
 
-UNIT = 10**12
-"""Units per 1 of ε or δ."""
-
-
-@lru_cache(maxsize=1024, typed=True)
-def cost_units(x: float) -> int:
-    """``x`` in units, rounded up (a cost is never under-charged). Remembered per value and
-    type (a service prices the same few amounts over and over)."""
-    return math.ceil(Fraction(x) * UNIT)
-
-
-def limit_units(x: float) -> int:
-    """``x`` in units, rounded down (a budget is never over-granted)."""
-    return math.floor(Fraction(x) * UNIT)
-
-
-def from_units(u: int) -> float:
-    """Units back to a float, for display."""
-    return u / UNIT
+limit_units = budget_units
+"""A budget in units, rounded down (the ledger's name for :func:`budget_units`)."""
 
 
 # {serial} is the auto-increment key of the dialect. Statuses of a charge: 'reserved' (charged,
