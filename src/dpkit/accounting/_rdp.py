@@ -61,16 +61,36 @@ _ZHU_WANG_MAX = 1024
 
 def _binary_rr_curve(epsilon: float, a: Orders) -> Curve:
     # RDP of binary randomized response, the worst case for every ε-DP mechanism (Mironov 2017,
-    # Proposition 5): D_α = log(p^α q^{1-α} + q^α p^{1-α})/(α - 1), p = e^ε/(1 + e^ε).
-    lp = -math.log1p(math.exp(-epsilon))
-    lq = -math.log1p(math.exp(epsilon))
-    return np.asarray(np.logaddexp(a * lp + (1 - a) * lq, a * lq + (1 - a) * lp) / (a - 1))
+    # Proposition 5): D_α = log(p^α q^{1-α} + q^α p^{1-α})/(α - 1), p = e^ε/(1 + e^ε). With
+    # d = (α - 1)ε and B = ε/2 the sum is cosh(B + d)/cosh(B) = cosh d + tanh(B) sinh d, written
+    # without cancellation (a sum of positive terms near α = 1, factored by e^d for large d).
+    d = (a - 1) * epsilon
+    t = math.tanh(epsilon / 2)
+    num = np.empty(a.shape)
+    small = d <= 1
+    ds, db = d[small], d[~small]
+    num[small] = np.log1p(2 * np.sinh(ds / 2) ** 2 + t * np.sinh(ds))
+    num[~small] = db + np.log(((1 + t) + (1 - t) * np.exp(-2 * db)) / 2)
+    return np.asarray(num / (a - 1) * (1 + 1e-14))  # rounded up
 
 
 def _laplace_curve(t: float, a: Orders) -> Curve:
-    # Mironov (2017), Table II, Laplace with λ = 1/t.
-    s = np.logaddexp(np.log(a / (2 * a - 1)) + (a - 1) * t, np.log((a - 1) / (2 * a - 1)) - a * t)
-    return np.asarray(np.minimum(s / (a - 1), t))
+    # Mironov (2017), Table II, Laplace with λ = 1/t, as
+    # t + log1p((α - 1)(e^{(1-2α)t} - 1)/(2α - 1))/(α - 1): no cancellation near α = 1.
+    corr = np.log1p((a - 1) * np.expm1((1 - 2 * a) * t) / (2 * a - 1)) / (a - 1)
+    val = t + corr + 4e-16 * (t + np.abs(corr))  # rounded up
+    return np.asarray(np.minimum(val, t))
+
+
+def _bounded_range_curve(epsilon: float, a: Orders) -> Curve:
+    # An ε-bounded-range mechanism's privacy loss lies in an interval of length ε, so by Hoeffding's
+    # lemma (α - 1)D_α ≤ (α - 1)KL + (α - 1)²ε²/8, with KL ≤ x - 1 - log x, x = ε/(e^ε - 1)
+    # (Cesar & Rogers 2021, Section 3); at α → 1 this is the KL bound, and it is never above
+    # the ε²/8-zCDP line αε²/8.
+    u = epsilon / math.expm1(epsilon) - 1 if epsilon > 0 else 0.0
+    kl = u - math.log1p(u)
+    kl += 4e-16 * (abs(u) + abs(math.log1p(u)) + 1e-300)  # rounded up
+    return np.asarray(np.minimum(kl + (a - 1) * epsilon**2 / 8, a * epsilon**2 / 8))
 
 
 def _atoms_curve(p: NDArray[np.float64], q: NDArray[np.float64], a: Orders) -> Curve:
@@ -78,9 +98,14 @@ def _atoms_curve(p: NDArray[np.float64], q: NDArray[np.float64], a: Orders) -> C
     mask = (p > 0) & (q > 0)
     lp, lq = np.log(p[mask]), np.log(q[mask])
     col = a[:, None]
-    fwd = special.logsumexp(col * lp + (1 - col) * lq, axis=1)
-    bwd = special.logsumexp(col * lq + (1 - col) * lp, axis=1)
-    return np.asarray(np.maximum(fwd, bwd) / (a - 1), dtype=np.float64)
+    x_fwd = col * lp + (1 - col) * lq
+    x_bwd = col * lq + (1 - col) * lp
+    fwd = special.logsumexp(x_fwd, axis=1)
+    bwd = special.logsumexp(x_bwd, axis=1)
+    # Near α = 1 the sum is close to 1: round up by the error of its terms' exponents.
+    size = np.maximum(np.max(np.abs(x_fwd), axis=1), np.max(np.abs(x_bwd), axis=1))
+    err = 4e-16 * (size + math.log(lp.size + 1) + 1)
+    return np.asarray((np.maximum(fwd, bwd) + err) / (a - 1), dtype=np.float64)
 
 
 def _rr_atoms(epsilon: float, k: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
@@ -169,7 +194,8 @@ def _curve(event: Event, a: Orders) -> Curve:
     if isinstance(event, RandomizedResponseEvent):
         return _atoms_curve(*_rr_atoms(event.epsilon, event.categories), a)
     if isinstance(event, ExponentialEvent):
-        return np.minimum(_binary_rr_curve(event.epsilon, a), a * event.epsilon**2 / 8)
+        e = event.epsilon
+        return np.minimum(_binary_rr_curve(e, a), _bounded_range_curve(e, a))
     if isinstance(event, ComposedEvent):
         return np.asarray(sum(_curve(e, a) for e in event.events), dtype=np.float64)
     if isinstance(event, SelfComposedEvent):
