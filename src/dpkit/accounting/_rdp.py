@@ -194,8 +194,8 @@ def _curve(event: Event, a: Orders) -> Curve:
     if isinstance(event, RandomizedResponseEvent):
         return _atoms_curve(*_rr_atoms(event.epsilon, event.categories), a)
     if isinstance(event, ExponentialEvent):
-        e = event.epsilon
-        return np.minimum(_binary_rr_curve(e, a), _bounded_range_curve(e, a))
+        em = event.epsilon
+        return np.minimum(_binary_rr_curve(em, a), _bounded_range_curve(em, a))
     if isinstance(event, ComposedEvent):
         return np.asarray(sum(_curve(e, a) for e in event.events), dtype=np.float64)
     if isinstance(event, SelfComposedEvent):
