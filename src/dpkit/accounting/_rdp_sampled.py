@@ -158,12 +158,14 @@ def _fractional_orders(q: float, mu: float, a: Orders) -> Orders:
         log_sum[rows], total_sign = _lse(both, both_sign)
         log_sum[rows[total_sign <= 0]] = np.nan  # cannot happen (A ≥ 1); answered with ∞ below
         log_err[rows] = np.logaddexp(log_err[rows], _lse(body, rel)[0])
-        # The alternating-series bound holds once the next index is past α.
+        # The alternating-series bound holds once the next index is past α. Summing stops when the
+        # bound (which is added) is below 1e-8 of log A_α: the answer is then within 1e-8 of the
+        # exact ε_α, and the slowly decaying terms near α = 1 are not summed to the last digit.
         nxt = start + width
         tail[rows] = np.logaddexp(first[:, -1], second[:, -1])
         ls = log_sum[rows]
         with np.errstate(divide="ignore", invalid="ignore"):
-            small = tail[rows] - ls <= math.log(1e-11) + np.log(np.maximum(ls, 1e-300))
+            small = tail[rows] - ls <= math.log(1e-8) + np.log(np.maximum(ls, 1e-300))
         done = (nxt > a[rows]) & (small | np.isnan(ls))
         active[rows[done]] = False
         start, width = nxt, 2 * width
