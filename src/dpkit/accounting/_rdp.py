@@ -87,9 +87,14 @@ def _bounded_range_curve(epsilon: float, a: Orders) -> Curve:
     # lemma (α - 1)D_α ≤ (α - 1)KL + (α - 1)²ε²/8, with KL ≤ x - 1 - log x, x = ε/(e^ε - 1)
     # (Cesar & Rogers 2021, Section 3); at α → 1 this is the KL bound, and it is never above
     # the ε²/8-zCDP line αε²/8.
-    u = epsilon / math.expm1(epsilon) - 1 if epsilon > 0 else 0.0
-    kl = u - math.log1p(u)
-    kl += 4e-16 * (abs(u) + abs(math.log1p(u)) + 1e-300)  # rounded up
+    if epsilon < 1:  # x near 1: x - 1 - log x = u - log1p(u), u = x - 1
+        u = epsilon / math.expm1(epsilon) - 1 if epsilon > 0 else 0.0
+        kl = u - math.log1p(u)
+        kl += 4e-16 * (abs(u) + abs(math.log1p(u)) + 1e-300)  # rounded up
+    else:  # log x without e^ε (which overflows past ε ≈ 709)
+        log_x = math.log(epsilon) - epsilon - math.log(-math.expm1(-epsilon))
+        kl = math.exp(log_x) - 1 - log_x
+        kl += 4e-16 * (2 + abs(log_x) + epsilon)
     return np.asarray(np.minimum(kl + (a - 1) * epsilon**2 / 8, a * epsilon**2 / 8))
 
 
