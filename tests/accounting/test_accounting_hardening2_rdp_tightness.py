@@ -247,3 +247,21 @@ def test_approx_dp_event_at_its_own_delta_is_finite() -> None:
     for d0 in [2.801570730621626e-08, 1e-5, 0.3, 3.3e-9]:
         got = compose(ApproxDPEvent(epsilon=1.0, delta=d0), method="pld").epsilon(d0)
         assert 1.0 <= got <= 1.0 + 1e-3
+
+
+def test_curves_of_different_events_still_add_on_the_grid() -> None:
+    # Composition adds each event's curve on ORDERS (adaptive composition, Mironov 2017); the
+    # search between orders evaluates the same sum, so it never answers above the grid's answer.
+    events = [
+        _sgm(0.01, 1.0, 300),
+        SelfComposedEvent(LaplaceEvent(scale=20.0), count=5),
+        ExponentialEvent(epsilon=0.1),
+        PoissonSubsampledEvent(LaplaceEvent(scale=2.0), sampling_rate=0.05),
+    ]
+    c = compose(events, method="rdp").methods["rdp"]
+    total = sum(rdp_curve(e) for e in events)
+    np.testing.assert_allclose(c.curve, total, rtol=1e-12)  # type: ignore[attr-defined]
+    for delta in (1e-3, 1e-6, 1e-9):
+        assert c.epsilon(delta) <= rdp_epsilon(np.asarray(total), delta)
+        parts = sum(compose(e, method="rdp").epsilon(delta / 4) for e in events)
+        assert c.epsilon(delta) <= parts  # tighter than splitting δ over the events

@@ -263,7 +263,8 @@ def compose(
     ``"optimal"``: exact composition of k identical (ε₀, δ₀)-DP events (Kairouz, Oh & Viswanath
     2015). ``"zcdp"``: ρ adds, converted with Canonne, Kamath & Steinke (2020). ``"rdp"``: Rényi
     curves add on a grid of orders (Mironov 2017; subsampled Gaussian by Mironov, Talwar & Zhang
-    2019), converted with Balle et al. (2020). ``"pld"``: privacy loss distributions,
+    2019, at fractional orders too), converted with Balle et al. (2020) at the best order of the
+    grid and of a search between its neighbours. ``"pld"``: privacy loss distributions,
     pessimistically discretised with step ``discretization`` and composed by FFT (Koskela et al.
     2020; Doroshenko et al. 2022). ``"auto"``: every applicable method, and the smallest answer.
 
