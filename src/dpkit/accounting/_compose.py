@@ -16,7 +16,7 @@ from dpkit.accounting._events import ApproxDPEvent, Event, flatten
 from dpkit.accounting._guarantees import zcdp_delta, zcdp_epsilon
 from dpkit.accounting._pld import pld_compose
 from dpkit.accounting._pld_pairs import Unsupported
-from dpkit.accounting._rdp import rdp_curve, rdp_delta, rdp_epsilon
+from dpkit.accounting._rdp import ORDERS, rdp_curve, rdp_delta, rdp_epsilon
 from dpkit.errors import DPKitError, PrivacyParameterError
 
 __all__ = ["Composition", "compose", "delta_of", "epsilon_of"]
@@ -145,19 +145,30 @@ class _ZCDP(_Method):
 
 
 class _RDP(_Method):
-    """RDP: curves add (Mironov 2017, Prop. 1); converted by Balle et al. (2020, Theorem 21)."""
+    """RDP: curves add (Mironov 2017, Prop. 1); converted by Balle et al. (2020, Theorem 21) at
+    the best order of the grid and of a finer search around it."""
 
     def __init__(self, groups: Groups) -> None:
-        curve = sum((k * rdp_curve(e) for e, k in groups), np.zeros(1))
+        # The events are kept so that the conversion can evaluate the summed curve between the
+        # grid's orders; the grid curve itself is what composition adds.
+        self.groups = list(groups)
+        curve = self.evaluate(ORDERS)
         if not np.isfinite(curve).any():
             raise Unsupported("no RDP bound")
-        self.curve = np.asarray(curve, dtype=np.float64)
+        self.curve = curve
+
+    def evaluate(self, orders: np.ndarray) -> np.ndarray:
+        """The composed curve at any orders (the sum of each event's curve, times its count)."""
+        total = np.zeros(np.shape(orders))
+        for e, k in self.groups:
+            total = total + k * rdp_curve(e, orders)
+        return np.asarray(total, dtype=np.float64)
 
     def epsilon(self, delta: float) -> float:
-        return rdp_epsilon(self.curve, delta)
+        return rdp_epsilon(self.curve, delta, evaluate=self.evaluate)
 
     def delta(self, epsilon: float) -> float:
-        return rdp_delta(self.curve, epsilon)
+        return rdp_delta(self.curve, epsilon, evaluate=self.evaluate)
 
 
 class _PLDMethod(_Method):
@@ -252,7 +263,8 @@ def compose(
     ``"optimal"``: exact composition of k identical (ε₀, δ₀)-DP events (Kairouz, Oh & Viswanath
     2015). ``"zcdp"``: ρ adds, converted with Canonne, Kamath & Steinke (2020). ``"rdp"``: Rényi
     curves add on a grid of orders (Mironov 2017; subsampled Gaussian by Mironov, Talwar & Zhang
-    2019), converted with Balle et al. (2020). ``"pld"``: privacy loss distributions,
+    2019, at fractional orders too), converted with Balle et al. (2020) at the best order of the
+    grid and of a search between its neighbours. ``"pld"``: privacy loss distributions,
     pessimistically discretised with step ``discretization`` and composed by FFT (Koskela et al.
     2020; Doroshenko et al. 2022). ``"auto"``: every applicable method, and the smallest answer.
 

@@ -24,6 +24,7 @@ from dpkit.accounting._pld_pairs import Pmf, Unsupported, event_pmfs
 __all__ = ["PLD", "pld_compose"]
 
 _TAIL = 1e-15
+_KEEP_TOP = 64  # top-tail bins kept in place when truncating (cheap; see _truncate)
 _MAX_COMPOSED = 1 << 23
 FLOOR = 2.0**-52
 
@@ -40,6 +41,11 @@ def _truncate(pmf: Pmf) -> Pmf:
     lo = min(lo, p.size - 1)
     r = np.cumsum(p[::-1])
     drop_hi = int(np.searchsorted(r, _TAIL, side="right"))
+    if drop_hi <= _KEEP_TOP:
+        # A few top bins (e.g. the ulp left over by splitting an atom that lies on the grid) are
+        # kept where they are rather than moved to +∞: that would make δ(ε) exceed an event's own
+        # δ by float rounding, and ε = ∞ at exactly that δ.
+        drop_hi = 0
     hi = p.size - drop_hi
     if hi <= lo:
         hi = lo + 1
@@ -58,7 +64,12 @@ def _convolve(a: Pmf, b: Pmf) -> Pmf:
         out = np.convolve(a.probs, b.probs)
     else:
         out = fft.irfft(fft.rfft(a.probs, m) * fft.rfft(b.probs, m), m)[:n]
-    inf = 1.0 - (1.0 - a.inf) * (1.0 - b.inf)
+    # 1 - (1 - a)(1 - b), exact when either is 0 (the same mass, not one perturbed by rounding),
+    # and otherwise rounded up.
+    if a.inf == 0.0 or b.inf == 0.0:
+        inf = a.inf + b.inf
+    else:
+        inf = math.nextafter(a.inf + b.inf - a.inf * b.inf, math.inf)
     # FFT round-off is of order ε_mach·‖a‖₂‖b‖₂ per entry; entries below it are noise. Their
     # total is moved to +∞ so that the tails can be truncated and δ only grows.
     floor = FLOOR * float(np.linalg.norm(a.probs) * np.linalg.norm(b.probs))
