@@ -242,17 +242,14 @@ FRAME_DROP = _query(lambda: dpf.mean("x", bounds=B), "Query", missing="drop")
 FRAME_QUERY = Case("dpkit.frame.Query", FRAMES[3].run, _frame_make, FRAMES[3].kinds)
 
 # -- dpkit.release -------------------------------------------------------------------------------
-DENSITY_INF_XFAIL = "issue item 3: densities refuse ±inf (a value beyond a bound, to be clamped)"
 
 
 def _density(name: str, call: Callable[..., Any]) -> Case:
-    far = {k: DENSITY_INF_XFAIL for k in ("inf", "neg_inf")}
     return Case(
         f"dpkit.release.{name}",
         lambda x, a: call(np.asarray(x, dtype=float), accountant=a, rng=_rng()),
         _vec,
         {**FAR, **NEAR, "nan": NAN},
-        far,
     )
 
 
@@ -290,8 +287,6 @@ def _table(v: Any) -> Any:
     return pd.concat([pd.DataFrame(TABLE), pd.DataFrame(row)], ignore_index=True)
 
 
-SYNTH_INF_XFAIL = "issue item 3: Synthesizer.fit refuses ±inf (a value beyond a bound)"
-INF_XFAIL = "not yet assigned: ±inf is refused (a value beyond a bound, to be clamped)"
 SYNTH = Case(
     "dpkit.release.Synthesizer",
     lambda df, a: dpr.Synthesizer(DOMAIN, rho=1.0, method="independent").fit(
@@ -303,7 +298,6 @@ SYNTH = Case(
         "unseen": ("c", "zz"),
         "none_category": ("c", None),
     },
-    {"inf": SYNTH_INF_XFAIL, "neg_inf": SYNTH_INF_XFAIL},
 )
 DISCOVER = Case(
     "dpkit.release.discover_domain",
@@ -316,7 +310,6 @@ DISCOVER = Case(
         "unseen": ("c", "zz"),
         "int_category": ("c", 1),
     },
-    {"inf": INF_XFAIL, "neg_inf": INF_XFAIL},
 )
 
 # -- dpkit.local: a population's reports, randomized centrally (simulations) -------------------
