@@ -371,7 +371,6 @@ LOCAL = [
 X2 = [[float(i % 10), float((3 * i) % 10)] for i in range(60)]
 Y01 = [i % 2 for i in range(60)]
 YR = [float(i % 10) for i in range(60)]
-ML_INF_XFAIL = "not yet assigned: dpkit.ml input validation refuses ±inf (to be clamped)"
 
 
 def _xy(y: list[Any]) -> Callable[[Any], Any]:
@@ -388,7 +387,6 @@ def _xy(y: list[Any]) -> Callable[[Any], Any]:
 
 def _ml(name: str, est: Callable[[Any], Any], y: list[Any], labels: bool = False) -> Case:
     kinds: dict[str, Any] = {k: ("x", v) for k, v in {**FAR, **NEAR, "nan": NAN}.items()}
-    xfail = {"inf": ML_INF_XFAIL, "neg_inf": ML_INF_XFAIL}
     if labels:
         kinds["unseen_label"] = ("y", 7)
     return Case(
@@ -396,7 +394,6 @@ def _ml(name: str, est: Callable[[Any], Any], y: list[Any], labels: bool = False
         lambda d, a: est(a).fit(np.asarray(d[0], dtype=float), np.asarray(d[1])),
         _xy(y),
         kinds,
-        xfail,
     )
 
 
