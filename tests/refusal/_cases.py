@@ -137,10 +137,6 @@ EDGE_XFAIL = (
     "not yet assigned: the integer mechanisms refuse |value| >= 2^62 (an overflow guard), so "
     "answers 2^62 - 1 and 2^62, neighbours at sensitivity 1, get different outcomes"
 )
-RR_XFAIL = (
-    "not yet assigned: RandomizedResponse.randomize refuses an answer outside 0..categories-1 "
-    "instead of mapping it into the declared domain"
-)
 LARGE = {"far": 1e9, "huge": 1e308, "neg_huge": -1e308}
 
 
@@ -190,7 +186,6 @@ MECHANISMS = [
         lambda x, a: dpm.RandomizedResponse(epsilon=1.0).randomize(x, accountant=a, rng=_rng()),
         lambda v: [0, 1, 1, 0] if v is BASE else [0, 1, 1, 0, v],
         {"unseen": 2, "negative": -1},
-        {"unseen": RR_XFAIL, "negative": RR_XFAIL},
     ),
 ]
 
@@ -318,16 +313,6 @@ CATS = [i % K for i in range(40)]
 UNIT = [((i % 9) - 4) / 4 for i in range(40)]
 
 
-LOCAL_CAT_XFAIL = (
-    "not yet assigned: dpkit.local frequency oracles refuse a value outside 0..k-1 instead of "
-    "mapping it into the declared domain"
-)
-LOCAL_NUM_XFAIL = (
-    "not yet assigned: dpkit.local mean randomizers refuse a value outside [-1, 1] (or ±inf) "
-    "instead of clamping it"
-)
-
-
 def _local_cat(cls: type) -> Case:
     m = cls(epsilon=1.0, k=K)
     return Case(
@@ -335,7 +320,6 @@ def _local_cat(cls: type) -> Case:
         lambda x, a: m.randomize(np.asarray(x), accountant=a, rng=_rng()),
         lambda v: CATS if v is BASE else [*CATS, v],
         {"unseen": K, "negative": -1, "far": 10**9},
-        dict.fromkeys(("unseen", "negative", "far"), LOCAL_CAT_XFAIL),
     )
 
 
@@ -346,7 +330,6 @@ def _local_num(cls: type) -> Case:
         lambda x, a: m.randomize(np.asarray(x, dtype=float), accountant=a, rng=_rng()),
         lambda v: UNIT if v is BASE else [*UNIT, v],
         {**FAR, **NEAR, "nan": NAN},
-        dict.fromkeys(FAR, LOCAL_NUM_XFAIL),
     )
 
 
@@ -363,7 +346,6 @@ LOCAL = [
         ),
         lambda v: [[u, u] for u in UNIT] if v is BASE else [*([u, u] for u in UNIT), [v, 0.0]],
         {**FAR, **NEAR, "nan": NAN},
-        dict.fromkeys(FAR, LOCAL_NUM_XFAIL),
     ),
 ]
 
