@@ -88,3 +88,20 @@ def test_permute_and_flip_clamps_scores_to_its_range(sens: float, far: float) ->
     np.testing.assert_array_equal(
         pf.probabilities([3.0, far, 2.0]), pf.probabilities([3.0, end, 2.0])
     )
+
+
+@pytest.mark.parametrize("name", ["Exponential", "ReportNoisyMax"])
+@pytest.mark.parametrize("far", [1e308, -1e308, 1e306])
+def test_gumbel_selection_clamps_scores_whose_scaled_value_overflows(name: str, far: float) -> None:
+    # ε/(2Δ) · 1e308 overflowed and the selection was refused: a refusal on a score's value.
+    # Scores are clamped to ±score_limit(scale) instead (1-Lipschitz and monotone per score).
+    import dpkit.mechanisms as dpm
+    from dpkit.mechanisms._selection import score_limit
+
+    mech = getattr(dpm, name)(epsilon=10.0, sensitivity=0.1)
+    limit = score_limit(mech.scale)
+    end = math.copysign(limit, far) if abs(far) > limit else far
+    acct = Accountant(ApproxDP(epsilon=100.0, delta=1e-3))
+    got = mech.select(["a", "b", "c"], [3.0, far, 2.0], accountant=acct, rng=seeded(8))
+    assert got == mech.select(["a", "b", "c"], [3.0, end, 2.0], rng=seeded(8))
+    assert len(acct.ledger) == 1

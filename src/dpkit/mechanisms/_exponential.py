@@ -103,7 +103,7 @@ class Exponential:
 
         For analysis and tests; :meth:`select` never computes these (it would underflow).
         """
-        s = check_scores(scores) * self.scale
+        s = scaled_scores(scores, self.scale)
         w = np.exp(s - s.max())
         return np.asarray(w / w.sum(), dtype=np.float64)
 
