@@ -84,17 +84,30 @@ def test_infeasible_mechanisms_are_refused_at_construction(name: str) -> None:
         CONSTRUCTORS[name]()
 
 
-def test_select_interval_refuses_overflowing_scores_before_charging() -> None:
+def test_select_interval_clamps_overflowing_scores_instead_of_refusing() -> None:
+    # scale ε/2Δ = 2: finite scores of 1e308 overflowed and the release was refused, on the
+    # scores' values (from the data). Each score is clamped to ±score_limit instead, a
+    # 1-Lipschitz, monotone map: the release equals the one on the clamped scores.
+    from dpkit.mechanisms._selection import score_limit
+
     acct = Accountant(PureDP(epsilon=10.0))
-    em = Exponential(epsilon=4.0)  # scale ε/2Δ = 2: finite scores of 1e308 overflow
-    with pytest.raises(PrivacyParameterError, match="overflows"):
-        em.select_interval(
-            np.arange(10.0),
-            lambda less, greater: -(greater - less) * 1e307,
-            (0, 10),
-            accountant=acct,
-        )
-    assert acct.spent.epsilon == 0.0
+    em = Exponential(epsilon=4.0)
+    limit = score_limit(em.scale)
+    got = em.select_interval(
+        np.arange(10.0),
+        lambda less, greater: -(greater - less) * 1e307,
+        (0, 10),
+        accountant=acct,
+        rng=3,
+    )
+    want = em.select_interval(
+        np.arange(10.0),
+        lambda less, greater: np.maximum(-(greater - less) * 1e307, -limit),
+        (0, 10),
+        rng=3,
+    )
+    assert got == want
+    assert acct.spent.epsilon == 4.0
 
 
 @pytest.mark.parametrize("bounds", [(5e-324, 1e-323), (0.0, 1e-310), (-1e-320, 1e-320)])

@@ -214,7 +214,7 @@ class Exponential:
         lo, hi = check_bounds(bounds)
         g = interval_grid(lo, hi) if grid is None else _check_grid(grid, lo, hi)
         cells = cells_for(points, scores, (lo, hi), g)
-        logw = log_weights(cells, self.scale)  # refuses an overflow before the charge
+        logw = log_weights(cells, self.scale)  # scores clamped: no overflow, no refusal
         gen = as_generator(rng)
         charge(accountant, self.event, label, rng=rng)
         return float(np.ldexp(float(sample_cell(cells, logw, gen)), g))
