@@ -21,7 +21,10 @@ choice, with one keyword, ``missing=``, and one default in every layer:
     into a removed one, which the add/remove analysis covers with the same ε per record
     (replace = remove + add, as the sensitivities already assume).
 
-The same keyword is taken by every ``dpkit.stats`` statistic and by ``dpkit.frame.Query``.
+The same keyword is taken by every ``dpkit.stats`` statistic, by ``dpkit.frame.Query``, by the
+``dpkit.release`` densities, ``ks_synthetic``, ``Synthesizer.fit`` and ``discover_domain``, by
+every ``dpkit.ml`` estimator (a constructor parameter), and by the ``randomize`` of the
+``dpkit.local`` randomizers and of ``dpkit.mechanisms.RandomizedResponse``.
 """
 
 from __future__ import annotations

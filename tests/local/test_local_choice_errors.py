@@ -72,12 +72,21 @@ def test_bad_domain_size(cls, k):
 
 
 @pytest.mark.parametrize("cls", PROTOCOLS)
-@pytest.mark.parametrize(
-    "values", [[0, 10], [-1], [1.5], [np.nan], None, ["a"], [[0, 1]], [True, False]]
-)
-def test_values_outside_domain(cls, values):
+@pytest.mark.parametrize("values", [[np.nan], None, ["a"], [[0, 1]], [True, False]])
+def test_values_with_no_place_in_the_domain(cls, values):
+    # missing values (NaN, a non-number) under missing="raise", and wrong shapes or types
     with pytest.raises(DataError):
         cls(epsilon=1.0, k=10).randomize(values, rng=0)
+
+
+@pytest.mark.parametrize("cls", PROTOCOLS)
+@pytest.mark.parametrize("values", [[0, 10], [-1], [1.5]])
+def test_values_outside_domain_are_reported_as_the_last_code(cls, values):
+    # never refused (a refusal would reveal the value): reported as the declared code k - 1
+    o = cls(epsilon=1.0, k=10)
+    got = o.randomize(values, rng=0)
+    want = o.randomize([9 if not (0 <= v < 10 and v == int(v)) else v for v in values], rng=0)
+    np.testing.assert_array_equal(got.values, want.values)
 
 
 @pytest.mark.parametrize("cls", PROTOCOLS)
@@ -166,7 +175,7 @@ def test_accountant_charged_before_release_and_not_on_bad_input():
     oue = OUE(epsilon=1.0, k=4)
     oue.randomize([0, 1], rng=0, accountant=acct)
     with pytest.raises(DataError):
-        oue.randomize([9], rng=0, accountant=acct)
+        oue.randomize([np.nan], rng=0, accountant=acct)
     with pytest.raises(BudgetExceededError):
         oue.randomize([0], rng=0, accountant=acct)
     assert float(acct.spent.epsilon) == pytest.approx(1.0)

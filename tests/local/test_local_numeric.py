@@ -139,9 +139,11 @@ def test_broken_numeric_randomizer_is_caught():
 @pytest.mark.parametrize("cls", [DuchiMean, PiecewiseMean, HybridMean])
 def test_bad_input(cls):
     m = cls(epsilon=1.0)
-    for bad in ([1.5], [np.nan], [np.inf], None, ["a"], [[0.1, 0.2]], [-1.01]):
+    for bad in ([np.nan], None, ["a"], [[[0.1, 0.2]]]):
         with pytest.raises(DataError):
             m.randomize(bad, rng=0)
+    for far, bound in (([1.5], [1.0]), ([np.inf], [1.0]), ([-1.01], [-1.0])):  # clamped
+        np.testing.assert_array_equal(m.randomize(far, rng=0), m.randomize(bound, rng=0))
     with pytest.raises(DataError, match="no reports"):
         m.estimate_mean(np.zeros(0))
     with pytest.raises(DataError):
@@ -190,7 +192,9 @@ def test_vector_mean_audit_and_errors():
     with pytest.raises(DataError):
         vm.randomize(np.zeros((4, 2)), rng=0)
     with pytest.raises(DataError):
-        vm.randomize(np.full((4, 3), 2.0), rng=0)
+        vm.randomize(np.full((4, 3), np.nan), rng=0)
+    clamped = vm.randomize(np.full((4, 3), 2.0), rng=0)  # beyond [-1, 1]: clamped, not refused
+    np.testing.assert_array_equal(clamped.values, vm.randomize(np.ones((4, 3)), rng=0).values)
     good = vm.randomize(np.zeros((4, 3)), rng=0)
     with pytest.raises(DataError):
         vm.estimate_mean(VectorReports(good.indices + 3, good.values))

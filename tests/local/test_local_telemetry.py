@@ -37,7 +37,8 @@ def test_memoized_client_repeats_its_bit_and_rounds_without_bias():
     with pytest.raises(PrivacyParameterError):
         MemoizedOneBitClient(ob, levels=0)
     with pytest.raises(DataError):
-        dev.report(101.0)
+        dev.report(float("nan"))
+    assert dev.report(1e9) == dev.report(dev.mechanism.m)  # beyond m: clamped, not refused
 
 
 def test_dbitflip_unbiased_with_exact_variance():
@@ -80,15 +81,21 @@ def test_bad_input():
     with pytest.raises(PrivacyParameterError):
         DBitFlip(epsilon=0.0, k=4, d=1)
     ob = OneBitMean(epsilon=1.0, m=5.0)
-    for bad in ([-1.0], [6.0], [np.nan], None, ["a"]):
+    for bad in ([np.nan], None, ["a"]):
         with pytest.raises(DataError):
             ob.randomize(bad, rng=0)
+    for far, bound in (([-1.0], [0.0]), ([6.0], [5.0]), ([np.inf], [5.0])):  # clamped
+        assert (
+            ob.randomize(far, rng=0).values.tolist() == ob.randomize(bound, rng=0).values.tolist()
+        )
     for bad in ([2], [[0, 1]], np.zeros(0, dtype=int), None):
         with pytest.raises(DataError):
             ob.estimate_mean(bad)
     db = DBitFlip(epsilon=1.0, k=4, d=2)
     with pytest.raises(DataError):
-        db.randomize([4], rng=0)
+        db.randomize([np.nan], rng=0)
+    # outside 0..k-1: reported as the last code, never refused
+    assert db.randomize([4], rng=0).values.tolist() == db.randomize([3], rng=0).values.tolist()
     for bad in ([[0, 1, 0]], [[1, 0, 0, 1]], [[0, 0, 1, 1]], [[0, 4, 1, 1]], [[0, 1, 2, 0]]):
         with pytest.raises(DataError):
             db.estimate(np.asarray(bad))

@@ -11,7 +11,7 @@ import pytest
 
 import dpkit.mechanisms._permute_and_flip as pf_module
 from dpkit.accounting import Accountant, PureDP
-from dpkit.errors import DataError, DPKitError, PrivacyParameterError
+from dpkit.errors import DPKitError, PrivacyParameterError
 from dpkit.mechanisms import (
     DiscreteGaussian,
     Exponential,
@@ -84,17 +84,30 @@ def test_infeasible_mechanisms_are_refused_at_construction(name: str) -> None:
         CONSTRUCTORS[name]()
 
 
-def test_select_interval_refuses_overflowing_scores_before_charging() -> None:
+def test_select_interval_clamps_overflowing_scores_instead_of_refusing() -> None:
+    # scale ε/2Δ = 2: finite scores of 1e308 overflowed and the release was refused, on the
+    # scores' values (from the data). Each score is clamped to ±score_limit instead, a
+    # 1-Lipschitz, monotone map: the release equals the one on the clamped scores.
+    from dpkit.mechanisms._selection import score_limit
+
     acct = Accountant(PureDP(epsilon=10.0))
-    em = Exponential(epsilon=4.0)  # scale ε/2Δ = 2: finite scores of 1e308 overflow
-    with pytest.raises(PrivacyParameterError, match="overflows"):
-        em.select_interval(
-            np.arange(10.0),
-            lambda less, greater: -(greater - less) * 1e307,
-            (0, 10),
-            accountant=acct,
-        )
-    assert acct.spent.epsilon == 0.0
+    em = Exponential(epsilon=4.0)
+    limit = score_limit(em.scale)
+    got = em.select_interval(
+        np.arange(10.0),
+        lambda less, greater: -(greater - less) * 1e307,
+        (0, 10),
+        accountant=acct,
+        rng=3,
+    )
+    want = em.select_interval(
+        np.arange(10.0),
+        lambda less, greater: np.maximum(-(greater - less) * 1e307, -limit),
+        (0, 10),
+        rng=3,
+    )
+    assert got == want
+    assert acct.spent.epsilon == 4.0
 
 
 @pytest.mark.parametrize("bounds", [(5e-324, 1e-323), (0.0, 1e-310), (-1e-320, 1e-320)])
@@ -124,9 +137,11 @@ def test_object_integers_above_2_53_are_exact(make: Callable[[], Any]) -> None:
     assert int(b[1]) == int(a[1])
 
 
-def test_object_integers_beyond_the_limit_are_refused() -> None:
-    with pytest.raises(DataError, match="2\\^62"):
-        Geometric(epsilon=1.0, shape=1).release(np.array([2**63], dtype=object))
+def test_object_integers_beyond_the_limit_are_clamped() -> None:
+    # clamped to 2^62 - 1 (the end of the representable range), never refused on the value
+    mech = Geometric(epsilon=1.0, shape=1)
+    got = mech.release(np.array([2**63], dtype=object), rng=4)
+    assert got.tolist() == mech.release(np.array([2**62 - 1], dtype=object), rng=4).tolist()
 
 
 # --- 11. messages never quote data --------------------------------------------------------------

@@ -106,9 +106,23 @@ def test_binary_accepts_bools_and_returns_ints() -> None:
 def test_bad_answers(bad: object) -> None:
     rr = RandomizedResponse(epsilon=1.0)
     with pytest.raises(DataError):
-        rr.randomize(bad)
+        rr.estimate(bad)  # reports (post-processing): only codes of the domain
+
+
+@pytest.mark.parametrize("bad", [None, [], [float("nan")], ["yes"]])
+def test_answers_with_no_place_in_the_domain_are_refused(bad: object) -> None:
+    # a missing answer under missing="raise" (NaN, a non-number), or no answers at all
     with pytest.raises(DataError):
-        rr.estimate(bad)
+        RandomizedResponse(epsilon=1.0).randomize(bad)
+
+
+@pytest.mark.parametrize(("far", "last"), [([0, 2], [0, 1]), ([-1], [1]), ([0.5], [1]),
+                                           ([[0, 1], [1, 5]], [[0, 1], [1, 1]])])  # fmt: skip
+def test_answers_outside_the_categories_are_randomised_as_the_last(
+    far: object, last: object
+) -> None:
+    rr = RandomizedResponse(epsilon=1.0)
+    np.testing.assert_array_equal(rr.randomize(far, rng=3), rr.randomize(last, rng=3))
 
 
 @pytest.mark.parametrize(

@@ -228,9 +228,10 @@ def test_permute_and_flip_handles_large_gaps_and_real_scores() -> None:
     assert np.allclose(pf.probabilities(scores), exact, atol=1e-9)
 
 
-def test_permute_and_flip_refuses_overflowing_scores() -> None:
-    with pytest.raises(DataError, match="rescale"):
-        PermuteAndFlip(epsilon=1.0).select_index([1e300, 0.0])
+def test_permute_and_flip_clamps_scores_that_would_overflow() -> None:
+    # never refused on a score's value: clamped to ±score_limit (1-Lipschitz per score)
+    pf = PermuteAndFlip(epsilon=1.0)
+    assert pf.select_index([1e300, 0.0], rng=0) == pf.select_index([pf.score_limit, 0.0], rng=0)
     assert PermuteAndFlip(epsilon=1.0, sensitivity=1e10).select_index([1e300, 0.0], rng=0) == 0
 
 

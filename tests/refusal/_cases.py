@@ -124,7 +124,7 @@ def _select(cls: type) -> Case:
         f"dpkit.mechanisms.{cls.__name__}",
         lambda s, a: m.select(["a", "b", "c"], s, accountant=a, rng=_rng()),
         _scores,
-        NEAR if cls is dpm.PermuteAndFlip else {**LARGE, **NEAR},
+        {**LARGE, **NEAR},
     )
 
 
@@ -132,15 +132,7 @@ def _select(cls: type) -> Case:
 # answer has no finite neighbour: those refusals concern the caller's own value only. What is
 # tried: signed zeros and subnormals (0.0 -> -0.0 or 5e-324), large finite answers, and for the
 # integer mechanisms the last accepted answer and its neighbour one above it.
-EDGE = 2**62 - 1  # the integer mechanisms refuse |value| > 2^62 - 1 (an overflow guard)
-EDGE_XFAIL = (
-    "not yet assigned: the integer mechanisms refuse |value| >= 2^62 (an overflow guard), so "
-    "answers 2^62 - 1 and 2^62, neighbours at sensitivity 1, get different outcomes"
-)
-RR_XFAIL = (
-    "not yet assigned: RandomizedResponse.randomize refuses an answer outside 0..categories-1 "
-    "instead of mapping it into the declared domain"
-)
+EDGE = 2**62 - 1  # the end of the integer mechanisms' range: answers beyond it are clamped
 LARGE = {"far": 1e9, "huge": 1e308, "neg_huge": -1e308}
 
 
@@ -155,7 +147,6 @@ def _int_mech(name: str, make_mech: Callable[[], Any]) -> list[Case]:
             run,
             _answer(EDGE),
             {"edge": EDGE + 1},
-            {"edge": EDGE_XFAIL},
         ),
     ]
 
@@ -190,7 +181,6 @@ MECHANISMS = [
         lambda x, a: dpm.RandomizedResponse(epsilon=1.0).randomize(x, accountant=a, rng=_rng()),
         lambda v: [0, 1, 1, 0] if v is BASE else [0, 1, 1, 0, v],
         {"unseen": 2, "negative": -1},
-        {"unseen": RR_XFAIL, "negative": RR_XFAIL},
     ),
 ]
 
@@ -242,17 +232,14 @@ FRAME_DROP = _query(lambda: dpf.mean("x", bounds=B), "Query", missing="drop")
 FRAME_QUERY = Case("dpkit.frame.Query", FRAMES[3].run, _frame_make, FRAMES[3].kinds)
 
 # -- dpkit.release -------------------------------------------------------------------------------
-DENSITY_XFAIL = "issue item 3: densities refuse values outside the bounds (outside='raise')"
 
 
 def _density(name: str, call: Callable[..., Any]) -> Case:
-    far = {k: DENSITY_XFAIL for k in FAR}
     return Case(
         f"dpkit.release.{name}",
         lambda x, a: call(np.asarray(x, dtype=float), accountant=a, rng=_rng()),
         _vec,
         {**FAR, **NEAR, "nan": NAN},
-        far,
     )
 
 
@@ -290,9 +277,6 @@ def _table(v: Any) -> Any:
     return pd.concat([pd.DataFrame(TABLE), pd.DataFrame(row)], ignore_index=True)
 
 
-SYNTH_XFAIL = "issue item 3: Synthesizer.fit refuses a category outside its Categorical"
-SYNTH_INF_XFAIL = "issue item 3: Synthesizer.fit refuses ±inf (a value beyond a bound)"
-INF_XFAIL = "not yet assigned: ±inf is refused (a value beyond a bound, to be clamped)"
 SYNTH = Case(
     "dpkit.release.Synthesizer",
     lambda df, a: dpr.Synthesizer(DOMAIN, rho=1.0, method="independent").fit(
@@ -304,7 +288,6 @@ SYNTH = Case(
         "unseen": ("c", "zz"),
         "none_category": ("c", None),
     },
-    {"inf": SYNTH_INF_XFAIL, "neg_inf": SYNTH_INF_XFAIL, "unseen": SYNTH_XFAIL},
 )
 DISCOVER = Case(
     "dpkit.release.discover_domain",
@@ -317,23 +300,12 @@ DISCOVER = Case(
         "unseen": ("c", "zz"),
         "int_category": ("c", 1),
     },
-    {"inf": INF_XFAIL, "neg_inf": INF_XFAIL},
 )
 
 # -- dpkit.local: a population's reports, randomized centrally (simulations) -------------------
 K = 4
 CATS = [i % K for i in range(40)]
 UNIT = [((i % 9) - 4) / 4 for i in range(40)]
-
-
-LOCAL_CAT_XFAIL = (
-    "not yet assigned: dpkit.local frequency oracles refuse a value outside 0..k-1 instead of "
-    "mapping it into the declared domain"
-)
-LOCAL_NUM_XFAIL = (
-    "not yet assigned: dpkit.local mean randomizers refuse a value outside [-1, 1] (or ±inf) "
-    "instead of clamping it"
-)
 
 
 def _local_cat(cls: type) -> Case:
@@ -343,7 +315,6 @@ def _local_cat(cls: type) -> Case:
         lambda x, a: m.randomize(np.asarray(x), accountant=a, rng=_rng()),
         lambda v: CATS if v is BASE else [*CATS, v],
         {"unseen": K, "negative": -1, "far": 10**9},
-        dict.fromkeys(("unseen", "negative", "far"), LOCAL_CAT_XFAIL),
     )
 
 
@@ -354,7 +325,6 @@ def _local_num(cls: type) -> Case:
         lambda x, a: m.randomize(np.asarray(x, dtype=float), accountant=a, rng=_rng()),
         lambda v: UNIT if v is BASE else [*UNIT, v],
         {**FAR, **NEAR, "nan": NAN},
-        dict.fromkeys(FAR, LOCAL_NUM_XFAIL),
     )
 
 
@@ -371,7 +341,6 @@ LOCAL = [
         ),
         lambda v: [[u, u] for u in UNIT] if v is BASE else [*([u, u] for u in UNIT), [v, 0.0]],
         {**FAR, **NEAR, "nan": NAN},
-        dict.fromkeys(FAR, LOCAL_NUM_XFAIL),
     ),
 ]
 
@@ -379,8 +348,6 @@ LOCAL = [
 X2 = [[float(i % 10), float((3 * i) % 10)] for i in range(60)]
 Y01 = [i % 2 for i in range(60)]
 YR = [float(i % 10) for i in range(60)]
-ML_INF_XFAIL = "not yet assigned: dpkit.ml input validation refuses ±inf (to be clamped)"
-ML_LABEL_XFAIL = "issue item 3: dpkit.ml label encoding refuses a label outside classes"
 
 
 def _xy(y: list[Any]) -> Callable[[Any], Any]:
@@ -397,16 +364,13 @@ def _xy(y: list[Any]) -> Callable[[Any], Any]:
 
 def _ml(name: str, est: Callable[[Any], Any], y: list[Any], labels: bool = False) -> Case:
     kinds: dict[str, Any] = {k: ("x", v) for k, v in {**FAR, **NEAR, "nan": NAN}.items()}
-    xfail = {"inf": ML_INF_XFAIL, "neg_inf": ML_INF_XFAIL}
     if labels:
         kinds["unseen_label"] = ("y", 7)
-        xfail["unseen_label"] = ML_LABEL_XFAIL
     return Case(
         f"dpkit.ml.{name}",
         lambda d, a: est(a).fit(np.asarray(d[0], dtype=float), np.asarray(d[1])),
         _xy(y),
         kinds,
-        xfail,
     )
 
 

@@ -36,10 +36,10 @@ def release(request: pytest.FixtureRequest) -> tuple[Callable[..., Any], dict[st
 
 BAD_DATA: list[tuple[object, str]] = [
     (None, "None"),
-    ([0.1, None, 0.3], "numeric"),
-    (np.array([0.1, np.nan]), "NaN"),
-    (np.array([0.1, np.inf]), "NaN or infinite"),
-    (["a", "b"], "numeric"),
+    ([0.1, None, 0.3], "missing value"),  # missing="raise" (the default)
+    (np.array([0.1, np.nan]), "missing value"),
+    (["a", "b"], "missing value"),  # a non-number in an untyped list is missing
+    (np.array(["2026-01-01"], dtype="datetime64[D]"), "numeric"),  # a declared type: schema
     (np.zeros((3, 2)), "shape"),
 ]
 

@@ -7,6 +7,7 @@ import pytest
 
 from dpkit.errors import DataError
 from dpkit.release import Categorical, Domain, Numeric
+from dpkit.release._domain import MISSING
 
 
 def test_numeric_cells_atoms_first_then_bins() -> None:
@@ -48,15 +49,19 @@ def test_categorical_drops_unknown_values_and_refuses_only_missing_ones() -> Non
     assert col.encode(["b", "a"], "c").tolist() == [1, 0]
     # an unknown value is never refused (that would reveal it): its record is dropped
     assert col.encode(["a", "secret-value", ["x"]], "c").tolist() == [0, -1, -1]
+    # a missing value is marked (MISSING, -2); the table's missing= policy refuses or drops it
     for bad in (["a", None], ["a", float("nan")]):
+        assert col.encode(bad, "c").tolist() == [0, MISSING]
         with pytest.raises(DataError) as err:
-            col.encode(bad, "c")
+            Domain({"c": col}).encode({"c": bad})
         assert "missing value" in str(err.value)
+        assert Domain({"c": col}).encode({"c": bad}, missing="drop").tolist() == [[0]]
     # A catch-all takes unknown values, never missing ones.
     other = Categorical(["a", "rest"], other="rest")
     assert other.encode(["zz", "a"], "c").tolist() == [1, 0]
+    assert other.encode([None], "c").tolist() == [MISSING]
     with pytest.raises(DataError):
-        other.encode([None], "c")
+        Domain({"c": other}).encode({"c": [None]})
 
 
 @pytest.mark.parametrize(

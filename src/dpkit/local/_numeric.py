@@ -13,6 +13,8 @@ import numpy.typing as npt
 from scipy.special import ndtri
 
 from dpkit._checks import check_epsilon
+from dpkit._codes import unit_interval
+from dpkit._missing import MISSING_DEFAULT, Missing
 from dpkit.accounting import PureDPEvent
 from dpkit.errors import DataError, PrivacyParameterError
 from dpkit.local._coins import ONE, coins, exp_capped, log_up, require_bias
@@ -111,12 +113,19 @@ class NumericRandomizer(ABC):
         rng: RNGLike = None,
         accountant: SupportsCharge | None = None,
         label: str | None = None,
+        missing: Missing = MISSING_DEFAULT,
     ) -> FloatArray:
         """One report per user (floats on a grid fixed by ε alone), ε-LDP each.
 
-        ``accountant`` is charged :attr:`event` once before anything is released.
+        ``accountant`` is charged :attr:`event` once before anything is released. A value
+        outside ``[−1, 1]`` (±inf included) is clamped to it: its report is the report of an
+        in-range value, so the ε-LDP bound holds; never refused. A missing value (NaN, None, a
+        non-number) follows ``missing=``: ``"raise"`` (default) refuses before anything is
+        charged (revealing that one exists), ``"drop"`` leaves its user out.
         """
-        x = check_unit_values(values)
+        x = unit_interval(values, missing)
+        if x.ndim != 1:
+            raise DataError("values must be a 1-d array of numbers in [-1, 1].")
         gen = as_generator(rng)
         charge(accountant, self.event, label, rng=rng)
         return self._randomize(x, gen)

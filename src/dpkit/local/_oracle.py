@@ -12,6 +12,8 @@ import numpy as np
 import numpy.typing as npt
 
 from dpkit._checks import check_epsilon
+from dpkit._codes import category_codes
+from dpkit._missing import MISSING_DEFAULT, Missing
 from dpkit.accounting import PureDPEvent
 from dpkit.errors import DataError, PrivacyParameterError
 from dpkit.local._coins import log_up
@@ -139,13 +141,18 @@ class FrequencyOracle(ABC):
         rng: RNGLike = None,
         accountant: SupportsCharge | None = None,
         label: str | None = None,
+        missing: Missing = MISSING_DEFAULT,
     ) -> Reports:
         """Each user's report: what runs on each device (vectorised to simulate many users).
 
         Parameters
         ----------
         values : array_like of int
-            One value per user, coded ``0..k−1``.
+            One value per user, coded ``0..k−1``. A value that is not a code of the domain
+            (a negative or too large integer, a fraction, ±inf) is reported as the last code,
+            ``k − 1``: its report is the report of that declared value, so the ε-LDP bound over
+            every pair of inputs holds (reserve ``k − 1`` for "other" where such values occur).
+            Never refused: whether a call succeeds must not depend on a value.
         rng : None, int or numpy.random.Generator
             ``None`` (default) is secure; an int seed is reproducible and not secure.
         accountant : optional
@@ -153,15 +160,23 @@ class FrequencyOracle(ABC):
             only on their own value, so the batch costs each user ε (parallel composition).
         label : str, optional
             Recorded with the charge.
+        missing : {"raise", "drop"}
+            A missing value (NaN, None), which no code can hold: ``"raise"`` (default) refuses
+            before anything is charged (the refusal reveals that one exists); ``"drop"`` leaves
+            its user out (no report).
         """
-        x = check_domain_values(values, self.k)
+        x = category_codes(values, self.k, missing)
         gen = as_generator(rng)
         charge(accountant, self.event, label, rng=rng)
         return Reports(self.tag, self._randomize(x, gen))
 
     def randomize_one(self, value: int, *, rng: RNGLike = None) -> Any:
-        """One user's report as plain Python values (an int or a list of ints)."""
-        x = check_domain_values([value], self.k, "value")
+        """One user's report as plain Python values (an int or a list of ints).
+
+        A value outside ``0..k−1`` is reported as ``k − 1`` (see :meth:`randomize`); a missing
+        one is refused.
+        """
+        x = category_codes([value], self.k, "raise", "value")
         out: Any = self._randomize(x, as_generator(rng))[0]
         return out.tolist()
 

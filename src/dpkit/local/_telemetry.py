@@ -12,10 +12,11 @@ import numpy as np
 import numpy.typing as npt
 
 from dpkit._checks import check_epsilon
+from dpkit._codes import category_codes, clamped
+from dpkit._missing import MISSING_DEFAULT, Missing
 from dpkit.errors import DataError, PrivacyParameterError
 from dpkit.local._coins import ONE, coins, exp_capped, log_up, require_bias
 from dpkit.local._numeric import DuchiMean, MeanEstimate
-from dpkit.local._oracle import check_domain_values
 from dpkit.local._reports import Reports
 from dpkit.mechanisms._base import FloatArray, IntArray
 from dpkit.random import RNGLike, as_generator
@@ -23,17 +24,13 @@ from dpkit.random import RNGLike, as_generator
 __all__ = ["DBitEstimate", "DBitFlip", "MemoizedOneBitClient", "OneBitMean"]
 
 
-def _check_counters(values: object, m: float) -> FloatArray:
-    if values is None:
-        raise DataError("values is None; pass counters in [0, m].")
-    raw = np.asarray(values)
-    if raw.ndim == 0:
-        raw = raw.reshape(1)
-    if raw.ndim != 1 or raw.dtype.kind not in "iuf":
+def _check_counters(values: object, m: float, missing: object = "raise") -> FloatArray:
+    """Counters clamped to the declared ``[0, m]`` (±inf too): the report of a counter beyond
+    ``m`` is the report of ``m``, so the ε-LDP bound holds; never refused on a value. A missing
+    one (NaN, None) follows ``missing=``."""
+    x = clamped(values, 0.0, float(m), missing)
+    if x.ndim != 1:
         raise DataError("values must be a 1-d array of numbers in [0, m].")
-    x = raw.astype(np.float64)
-    if not np.all(np.isfinite(x)) or (x.size and (x.min() < 0 or x.max() > m)):
-        raise DataError(f"values must be finite and lie in [0, m={m}].")
     return x
 
 
@@ -83,9 +80,12 @@ class OneBitMean:
         """The protocol and its public parameters, carried by each :class:`Reports`."""
         return f"1BitMean(m={self.m!r}, p_max={Fraction(self._duchi._num, ONE)})"
 
-    def randomize(self, values: object, *, rng: RNGLike = None) -> Reports:
-        """One bit per user."""
-        x = _check_counters(values, self.m)
+    def randomize(
+        self, values: object, *, rng: RNGLike = None, missing: Missing = MISSING_DEFAULT
+    ) -> Reports:
+        """One bit per user. A counter beyond ``[0, m]`` is clamped to it; a missing one (NaN,
+        None) is refused (``missing="raise"``, the default) or its user left out (``"drop"``)."""
+        x = _check_counters(values, self.m, missing)
         out = self._duchi._randomize(2.0 * x / self.m - 1.0, as_generator(rng))
         return Reports(self.tag, (out > 0).astype(np.int64))
 
@@ -220,9 +220,15 @@ class DBitFlip:
         """The protocol and its public parameters, carried by each :class:`Reports`."""
         return f"dBitFlip(k={self.k}, d={self.d}, p={Fraction(self._p, ONE)})"
 
-    def randomize(self, values: object, *, rng: RNGLike = None) -> Reports:
-        """One report per user (buckets drawn afresh: a simulation of first reports)."""
-        x = check_domain_values(values, self.k)
+    def randomize(
+        self, values: object, *, rng: RNGLike = None, missing: Missing = MISSING_DEFAULT
+    ) -> Reports:
+        """One report per user (buckets drawn afresh: a simulation of first reports).
+
+        A value outside ``0..k−1`` is reported as ``k − 1`` (as by every frequency oracle,
+        :meth:`dpkit.local.FrequencyOracle.randomize`); a missing one follows ``missing=``.
+        """
+        x = category_codes(values, self.k, missing)
         gen = as_generator(rng)
         n = x.size
         buckets = np.sort(

@@ -5,15 +5,18 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
 from scipy.special import ndtri
 
 from dpkit._checks import check_epsilon
+from dpkit._codes import unit_interval
+from dpkit._missing import MISSING_DEFAULT, Missing
 from dpkit.accounting import PureDPEvent
 from dpkit.errors import DataError, PrivacyParameterError
-from dpkit.local._numeric import HybridMean, NumericRandomizer, check_unit_values
+from dpkit.local._numeric import HybridMean, NumericRandomizer
 from dpkit.mechanisms._base import FloatArray, IntArray, SupportsCharge, charge
 from dpkit.mechanisms._tails import check_alpha
 from dpkit.random import RNGLike, as_generator
@@ -104,17 +107,24 @@ class VectorMean:
         rng: RNGLike = None,
         accountant: SupportsCharge | None = None,
         label: str | None = None,
+        missing: Missing = MISSING_DEFAULT,
     ) -> VectorReports:
-        """One report per user (row of ``values``, shape ``(n, d)``)."""
+        """One report per user (row of ``values``, shape ``(n, d)``).
+
+        Each coordinate outside ``[−1, 1]`` (±inf included) is clamped to it, so every report
+        is one of an in-domain vector and the ε-LDP bound holds; never refused. A row with a
+        missing value (NaN, None) follows ``missing=``: ``"raise"`` (default) refuses before
+        anything is charged, ``"drop"`` leaves that user out.
+        """
         if values is None:
             raise DataError("values is None; pass an (n, d) array in [-1, 1].")
-        raw = np.asarray(values)
-        if raw.ndim != 2 or raw.shape[1] != self.d:
-            raise DataError(f"values must have shape (n, {self.d}), got {raw.shape}.")
-        x = check_unit_values(raw.reshape(-1)).reshape(raw.shape)
+        shape = np.shape(cast(Any, values))
+        if len(shape) != 2 or shape[1] != self.d:
+            raise DataError(f"values must have shape (n, {self.d}), got {shape}.")
+        x = unit_interval(values, missing)
         gen = as_generator(rng)
         charge(accountant, self.event, label, rng=rng)
-        n = int(raw.shape[0])
+        n = int(x.shape[0])
         idx = gen.permuted(np.broadcast_to(np.arange(self.d), (n, self.d)), axis=1)[:, : self.k]
         picked = np.take_along_axis(x, idx, axis=1)
         reports = self._one._randomize(picked.reshape(-1), gen).reshape(n, self.k)

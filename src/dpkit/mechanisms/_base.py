@@ -16,6 +16,7 @@ from dpkit.errors import DataError, PrivacyParameterError
 
 __all__ = [
     "INT_LIMIT",
+    "INT_MAX",
     "FloatArray",
     "IntArray",
     "SupportsCharge",
@@ -30,7 +31,13 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 INT_LIMIT = 2**62
-"""Integer query values must lie strictly within ±INT_LIMIT, so adding noise cannot overflow."""
+"""Integer query values are clamped to ``[−(INT_LIMIT − 1), INT_LIMIT − 1]``, the range in which
+adding noise cannot overflow int64. Clamping is 1-Lipschitz in each coordinate, so two answers
+that differ by at most the sensitivity still do: the guarantee holds, and an answer beyond the
+range is released as the range's end instead of refused (a refusal would depend on its value)."""
+
+INT_MAX = INT_LIMIT - 1
+"""The largest integer answer released as it is (see :data:`INT_LIMIT`)."""
 
 
 # Every layer charges through the accounting package's one helper (the randomness check is
@@ -128,9 +135,7 @@ def _exact_ints(raw: npt.NDArray[Any]) -> IntArray:
                 f"value must be integer: an entry of type {type(v).__name__} is not a number."
             )
         i = int(v) if isinstance(v, numbers.Integral) else _integral(v)
-        if not -INT_LIMIT < i < INT_LIMIT:
-            raise DataError("value has integers beyond ±2^62; the noisy sum could overflow int64.")
-        out.append(i)
+        out.append(max(-INT_MAX, min(INT_MAX, i)))  # clamped to the range (see INT_LIMIT)
     return np.array(out, dtype=np.int64).reshape(raw.shape)
 
 
@@ -158,6 +163,20 @@ def check_int_value(value: object, shape: tuple[int, ...]) -> IntArray:
                 "value must hold integers (this mechanism is for counts and other integer "
                 "queries); use Laplace or Gaussian for real-valued queries."
             )
-    if np.any(raw >= INT_LIMIT) or np.any(raw <= -INT_LIMIT):
-        raise DataError("value has integers beyond ±2^62; the noisy sum could overflow int64.")
-    return raw.astype(np.int64)
+    return _clamp_ints(raw)
+
+
+def _clamp_ints(raw: npt.NDArray[Any]) -> IntArray:
+    """Integral values as int64, each clamped to ``±INT_MAX`` (see :data:`INT_LIMIT`).
+
+    Compared before any cast: a uint64 beyond int64, or a float beyond 2^63, would wrap.
+    """
+    if raw.dtype.kind == "b":
+        return raw.astype(np.int64)
+    high = raw >= INT_LIMIT
+    low = raw <= -INT_LIMIT if raw.dtype.kind != "u" else np.zeros(raw.shape, dtype=np.bool_)
+    if not (high.any() or low.any()):
+        return raw.astype(np.int64)
+    inside = np.where(high | low, 0, raw).astype(np.int64)
+    out: IntArray = np.where(high, INT_MAX, np.where(low, -INT_MAX, inside)).astype(np.int64)
+    return out

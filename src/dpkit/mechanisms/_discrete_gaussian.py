@@ -154,7 +154,10 @@ class DiscreteGaussian:
         Parameters
         ----------
         value : int or array_like of int
-            Integers of shape ``self.shape``, below 2^62 in size.
+            Integers of shape ``self.shape``. Each is clamped to ``[−(2^62 − 1), 2^62 − 1]``,
+            the range in which adding noise cannot overflow; the clamp is 1-Lipschitz, so the
+            sensitivity and the guarantee hold, and an answer beyond the range is released as
+            its end, never refused on its value.
         rng : None, int or numpy.random.Generator
             ``None`` (default) is secure; an int seed is reproducible and not secure.
         accountant : optional

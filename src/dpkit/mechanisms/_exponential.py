@@ -103,7 +103,7 @@ class Exponential:
 
         For analysis and tests; :meth:`select` never computes these (it would underflow).
         """
-        s = check_scores(scores) * self.scale
+        s = scaled_scores(scores, self.scale)
         w = np.exp(s - s.max())
         return np.asarray(w / w.sum(), dtype=np.float64)
 
@@ -214,7 +214,7 @@ class Exponential:
         lo, hi = check_bounds(bounds)
         g = interval_grid(lo, hi) if grid is None else _check_grid(grid, lo, hi)
         cells = cells_for(points, scores, (lo, hi), g)
-        logw = log_weights(cells, self.scale)  # refuses an overflow before the charge
+        logw = log_weights(cells, self.scale)  # scores clamped: no overflow, no refusal
         gen = as_generator(rng)
         charge(accountant, self.event, label, rng=rng)
         return float(np.ldexp(float(sample_cell(cells, logw, gen)), g))

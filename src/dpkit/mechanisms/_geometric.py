@@ -29,7 +29,7 @@ __all__ = ["DiscreteLaplace", "Geometric", "add_integer_noise"]
 
 
 def add_integer_noise(x: IntArray, noise: int | IntArray, scalar: bool) -> int | IntArray:
-    """``x + noise`` for int64 data within ±2^62 (checked before charging), so no overflow."""
+    """``x + noise`` for int64 data clamped to ±(2^62 − 1) before charging, so no overflow."""
     out = x + np.asarray(noise, dtype=np.int64)
     return int(out) if scalar else out
 
@@ -118,7 +118,10 @@ class Geometric:
         Parameters
         ----------
         value : int or array_like of int
-            Integers (floats only if integral) of shape ``self.shape``, below 2^62 in size.
+            Integers (floats only if integral) of shape ``self.shape``. Each is clamped to
+            ``[−(2^62 − 1), 2^62 − 1]``, the range in which adding noise cannot overflow; the
+            clamp is 1-Lipschitz, so the sensitivity and the guarantee hold, and an answer
+            beyond the range is released as its end, never refused on its value.
         rng : None, int or numpy.random.Generator
             ``None`` (default) is secure; an int seed is reproducible and not secure.
         accountant : optional

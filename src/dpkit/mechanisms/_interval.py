@@ -18,9 +18,9 @@ from collections.abc import Callable
 import numpy as np
 
 from dpkit._messages import not_numeric
-from dpkit.errors import DataError, PrivacyParameterError
+from dpkit.errors import DataError
 from dpkit.mechanisms._base import FloatArray, IntArray
-from dpkit.mechanisms._selection import gumbel
+from dpkit.mechanisms._selection import gumbel, score_limit
 
 __all__ = [
     "Cells",
@@ -208,12 +208,13 @@ def cells_for(
 
 
 def _log_weights(count: IntArray | None, score: FloatArray, scale: float) -> FloatArray:
-    with np.errstate(over="ignore"):  # an overflow is refused just below
-        logits = score * scale
+    # Each score is clamped to ±score_limit(scale) first, so scale · score cannot overflow:
+    # a 1-Lipschitz, monotone map per score that keeps the sensitivity, where a refusal would
+    # depend on the scores' values (they come from the data). Only NaN is refused.
+    limit = score_limit(scale)
+    logits = np.clip(score, -limit, limit) * scale
     if not np.isfinite(logits).all():
-        raise PrivacyParameterError(
-            "epsilon/sensitivity times the scores overflows; rescale the scores."
-        )
+        raise DataError("the scores contain NaN; a score function must return numbers.")
     if count is not None:
         log_count = np.full(count.shape, -np.inf)
         np.log(count, out=log_count, where=count > 0)
@@ -222,7 +223,8 @@ def _log_weights(count: IntArray | None, score: FloatArray, scale: float) -> Flo
 
 
 def log_weights(cells: Cells, scale: float) -> list[FloatArray]:
-    """``log(count) + scale · score`` of every cell, refusing an overflow.
+    """``log(count) + scale · score`` of every cell, each score clamped to the range of
+    :func:`~dpkit.mechanisms._selection.score_limit` (no overflow, never refused on a value).
 
     Computed (and checked) before the accountant is charged: the scores come from the data, so
     an overflow found only while sampling would fail a release that was already paid for.

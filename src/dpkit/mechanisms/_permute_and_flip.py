@@ -15,7 +15,7 @@ import numpy.typing as npt
 
 from dpkit._checks import check_epsilon, check_positive
 from dpkit.accounting import PermuteAndFlipEvent
-from dpkit.errors import DataError, PrivacyParameterError
+from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms._base import FloatArray, SupportsCharge, charge
 from dpkit.mechanisms._selection import check_candidates, check_scores, score_scale
 from dpkit.random import RNGLike, as_generator
@@ -23,6 +23,7 @@ from dpkit.random import RNGLike, as_generator
 __all__ = ["PermuteAndFlip", "coins"]
 
 _SCORE_BITS = 40  # scores are rounded to multiples of 2**(floor(log2 Δ) − 40)
+_SCORE_RANGE_BITS = 1000  # and clamped to ±2**(that exponent + 1000): see score_limit
 _RATE_BITS = 60  # the rate multiplying score gaps is a multiple of 2**-60, rounded down
 _ONE = 1 << _RATE_BITS
 
@@ -178,15 +179,22 @@ class PermuteAndFlip:
         """The factor multiplying score gaps: ε/(2Δ), or ε/Δ when monotonic (before rounding)."""
         return score_scale(self.epsilon, self.sensitivity, self.monotonic)
 
+    @property
+    def score_limit(self) -> float:
+        """Scores are clamped to ``[−score_limit, score_limit]``, with ``score_limit =
+        2**min(h + 1000, 1023)`` (``h`` the grid exponent, about ``log2 Δ − 40``: some
+        ``Δ · 2**960``), so that every score in grid units stays a finite float below 2^1000.
+
+        Clamping is 1-Lipschitz and monotone in each score, so scores of sensitivity Δ (and
+        monotonic ones) keep that property and the guarantee holds; a score beyond the range is
+        handled as its end instead of refused (a refusal would depend on its value).
+        """
+        return math.ldexp(1.0, min(self._grid + _SCORE_RANGE_BITS, 1023))
+
     def _grid_array(self, s: FloatArray) -> FloatArray:
         """The scores in units of ``2**h``, rounded to integers (exact float integers)."""
-        with np.errstate(over="ignore"):
-            scaled = np.rint(np.ldexp(s, -self._grid))
-        if not np.isfinite(scaled).all():
-            raise DataError(
-                "scores are too large relative to the sensitivity to be handled exactly "
-                "(score/Δ near the float limit); rescale the scores."
-            )
+        limit = self.score_limit
+        scaled: FloatArray = np.rint(np.ldexp(np.clip(s, -limit, limit), -self._grid))
         return scaled
 
     def _grid_scores(self, s: FloatArray) -> list[int]:

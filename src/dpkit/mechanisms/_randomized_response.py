@@ -11,7 +11,9 @@ import numpy as np
 from scipy.special import ndtri
 
 from dpkit._checks import check_epsilon, exact_fraction
+from dpkit._codes import category_codes
 from dpkit._messages import dtype_name
+from dpkit._missing import MISSING_DEFAULT, Missing
 from dpkit.accounting import RandomizedResponseEvent
 from dpkit.errors import DataError, PrivacyParameterError
 from dpkit.mechanisms._base import FloatArray, IntArray, SupportsCharge, charge
@@ -238,13 +240,18 @@ class RandomizedResponse:
         rng: RNGLike = None,
         accountant: SupportsCharge | None = None,
         label: str | None = None,
+        missing: Missing = MISSING_DEFAULT,
     ) -> IntArray:
         """Randomise each answer independently: what each respondent runs on their own device.
 
         Parameters
         ----------
         answers : array_like of bool or int
-            True answers coded 0..k−1 (True/False for binary).
+            True answers coded 0..k−1 (True/False for binary). An answer that is not a code of
+            the declared categories (a negative or too large integer, a fraction, ±inf) is
+            randomised as the last category, ``k − 1``: its report is that of a declared answer,
+            so the ε-LDP bound over every pair of answers holds. It is never refused, since
+            whether a call succeeds must not depend on an answer.
         rng : None, int or numpy.random.Generator
             ``None`` (default) is secure; an int seed is reproducible and not secure.
         accountant : optional
@@ -252,13 +259,28 @@ class RandomizedResponse:
             so the whole batch costs each person ε (parallel composition).
         label : str, optional
             Recorded with the charge.
+        missing : {"raise", "drop"}
+            A missing answer (NaN, None): ``"raise"`` (default) refuses before anything is
+            charged (the refusal reveals that one exists); ``"drop"`` leaves its respondent out
+            (the reports of the others, then as a 1-d array).
 
         Returns
         -------
         numpy.ndarray of int64
             The reports, same shape as ``answers``.
         """
-        x = self._check_answers(answers, "answers")
+        if answers is None:
+            raise DataError("answers is None; pass an array of answers coded 0..k-1.")
+        raw = np.asarray(answers)
+        if raw.size == 0:
+            raise DataError("answers is empty; there is nothing to randomise or estimate.")
+        x = category_codes(
+            raw.astype(np.int64) if raw.dtype.kind == "b" else answers,
+            self.categories,
+            missing,
+            "answers",
+            flat=False,
+        )
         gen = as_generator(rng)
         charge(accountant, self.event, label, rng=rng)
         truthful = gen.integers(0, _ONE, size=x.shape, dtype=np.int64) < self._p_num

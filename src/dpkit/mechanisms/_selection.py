@@ -10,7 +10,14 @@ from dpkit.errors import DataError, PrivacyParameterError
 from dpkit.mechanisms._base import FloatArray
 from dpkit.noise import as_finite_array
 
-__all__ = ["check_candidates", "check_scores", "gumbel", "scaled_scores", "score_scale"]
+__all__ = [
+    "check_candidates",
+    "check_scores",
+    "gumbel",
+    "scaled_scores",
+    "score_limit",
+    "score_scale",
+]
 
 
 def score_scale(epsilon: float, sensitivity: float, monotonic: bool) -> float:
@@ -34,13 +41,25 @@ def check_scores(scores: object, name: str = "scores") -> FloatArray:
     return arr
 
 
+def score_limit(scale: float) -> float:
+    """Scores are clamped to ``±score_limit(scale)`` = ``±max_float / (4 · max(scale, 1))``.
+
+    Then every ``scale · score`` is finite and so is the difference of any two (below half the
+    float range), whatever the scores. Clamping is 1-Lipschitz and monotone in each score, so
+    scores of sensitivity Δ (and monotonic ones) keep that property and the guarantee holds; a
+    score beyond the range is handled as its end instead of refused (a refusal would depend on
+    its value).
+    """
+    return float(np.finfo(np.float64).max) / 4.0 / max(scale, 1.0)
+
+
 def scaled_scores(scores: object, scale: float, name: str = "scores") -> FloatArray:
-    """``scale · scores`` for finite, 1-d, non-empty scores, refusing an overflow."""
-    logits = check_scores(scores, name) * scale
-    if not np.all(np.isfinite(logits)):
-        raise PrivacyParameterError(
-            "epsilon/sensitivity times the scores overflows; rescale the scores."
-        )
+    """``scale · scores`` for finite, 1-d, non-empty scores, each clamped to the range of
+    :func:`score_limit` first, so that no product overflows."""
+    limit = score_limit(scale)
+    logits: FloatArray = np.clip(check_scores(scores, name), -limit, limit) * scale
+    if not np.all(np.isfinite(logits)):  # pragma: no cover - the clamp rules it out
+        raise PrivacyParameterError("epsilon/sensitivity is too large for these scores.")
     return logits
 
 

@@ -9,7 +9,10 @@ declared class: records with other labels are dropped, which changes no outcome)
 The rule every check here follows: whether ``fit`` succeeds, and which error it raises, depends
 on the parameters and the shape of the data, never on a record's value. Values outside the
 declared domain are clipped (bounds, norms) or dropped (labels); only values with no place in
-any domain (NaN, infinities, text where a number is expected) are refused, before any charge.
+any domain (NaN; None or text where a number is expected) are *missing*: the estimator's
+``missing=`` parameter (:mod:`dpkit._missing`) refuses them before any charge (``"raise"``, the
+default; the refusal reveals that one exists) or drops their records (``"drop"``). ±inf is a
+value beyond the bounds and is clipped like any other.
 """
 
 from __future__ import annotations
@@ -23,6 +26,14 @@ import numpy as np
 import numpy.typing as npt
 
 from dpkit._checks import check_delta, check_epsilon, check_positive
+from dpkit._missing import (
+    MISSING_DEFAULT,
+    Missing,
+    check_missing,
+    handle_missing,
+    missing_error,
+    object_to_float,
+)
 from dpkit.accounting import ComposedEvent, Event
 from dpkit.accounting._charge import charge_release
 from dpkit.errors import DataError, PrivacyParameterError
@@ -43,6 +54,7 @@ __all__ = [
     "clip_rows",
     "compose_events",
     "encode_labels",
+    "fit_features",
     "require_sklearn",
 ]
 
@@ -79,6 +91,12 @@ class PrivateEstimator(BaseEstimator):  # type: ignore[misc]
         kept = {"accountant", "rng"}
         new = {k: (v if k in kept else _sk_clone(v, safe=False)) for k, v in params.items()}
         return type(self)(**new)
+
+    def _check_missing(self) -> Missing:
+        return check_missing(getattr(self, "missing", MISSING_DEFAULT))
+
+    def _fit_features(self, X: object) -> FloatArray:
+        return fit_features(self, X, self._check_missing())
 
     def _more_tags(self) -> dict[str, Any]:  # scikit-learn < 1.6
         return {"non_deterministic": self.rng is None, "allow_nan": False}
@@ -204,12 +222,27 @@ class _DataTypeError(DataError, TypeError):
     as NumPy and scikit-learn raise for such input)."""
 
 
-def _validate(estimator: Any, X: object, y: object | None, *, reset: bool) -> Any:
+def _nonfinite_kw() -> dict[str, Any]:
+    """The keyword that lets scikit-learn's validation pass NaN and ±inf through, by the name
+    the installed version knows (``ensure_all_finite`` since 1.6, ``force_all_finite`` before):
+    a fit decides on them itself (NaN by ``missing=``, ±inf clipped), never by refusing."""
+    import inspect
+
+    from sklearn.utils.validation import check_array  # type: ignore[import-untyped]
+
+    names = inspect.signature(check_array).parameters
+    key = "ensure_all_finite" if "ensure_all_finite" in names else "force_all_finite"
+    return {key: False}
+
+
+def _validate(estimator: Any, X: object, y: object | None, *, reset: bool, finite: bool) -> Any:
     try:  # scikit-learn >= 1.6
-        from sklearn.utils.validation import validate_data  # type: ignore[import-untyped]
+        from sklearn.utils.validation import validate_data
     except ImportError:  # pragma: no cover - scikit-learn 1.5
         validate_data = None
     kwargs: dict[str, Any] = {"dtype": np.float64, "ensure_min_samples": 0}
+    if not finite:
+        kwargs.update(_nonfinite_kw())
     try:
         if validate_data is not None:
             if y is None:
@@ -231,15 +264,38 @@ def _validate(estimator: Any, X: object, y: object | None, *, reset: bool) -> An
 
 
 def check_features(estimator: Any, X: object, *, reset: bool) -> FloatArray:
-    """A finite 2-d float array (``n_features_in_`` set when ``reset``); empty data allowed."""
+    """A finite 2-d float array (``n_features_in_`` set when ``reset``); empty data allowed.
+
+    For prediction and transformation (not a release): NaN and ±inf are refused there.
+    """
     if X is None:
         raise DataError("X is None; pass a 2-d array of shape (n_samples, n_features).")
-    out: FloatArray = _validate(estimator, X, None, reset=reset)
+    out: FloatArray = _validate(estimator, X, None, reset=reset, finite=True)
     return out
 
 
-def check_xy(estimator: Any, X: object, y: object) -> tuple[FloatArray, npt.NDArray[Any]]:
-    """X as :func:`check_features` and y a 1-d array of the same length, both finite."""
+def fit_features(estimator: Any, X: object, missing: Missing) -> FloatArray:
+    """The training records as a 2-d float array, the missing-value policy applied.
+
+    ±inf is kept: it is a value beyond the declared bounds (or norm), which the estimator clips
+    like any far value. A row with a NaN is refused (``missing="raise"``, before any charge; the
+    refusal reveals that one exists) or dropped (``missing="drop"``, a per-record filter, stable
+    under add/remove neighbours).
+    """
+    if X is None:
+        raise DataError("X is None; pass a 2-d array of shape (n_samples, n_features).")
+    Xc: FloatArray = _validate(estimator, X, None, reset=True, finite=False)
+    return handle_missing(Xc, missing, "X")
+
+
+def check_xy(
+    estimator: Any, X: object, y: object, missing: Missing, *, y_numeric: bool = False
+) -> tuple[FloatArray, npt.NDArray[Any]]:
+    """Training X (as :func:`fit_features`) and y, a 1-d array of the same length.
+
+    A record is missing when its row of X holds a NaN or its target is missing: None or NaN, or
+    (``y_numeric``, a regression target, returned as float64) anything that is not a number.
+    """
     if X is None:
         raise DataError("X is required; pass a 2-d array of shape (n_samples, n_features).")
     if y is None:
@@ -263,8 +319,36 @@ def check_xy(estimator: Any, X: object, y: object) -> tuple[FloatArray, npt.NDAr
         y_arr = y_arr.ravel()
     if y_arr.ndim != 1:
         raise DataError(f"y must be 1-d, got an array with {y_arr.ndim} dimensions.")
-    Xc, yc = _validate(estimator, X, y_arr, reset=True)
-    return Xc, yc
+    # X alone through scikit-learn's validation: its check of y would refuse a NaN or ±inf
+    # target on its value; the policy below decides instead
+    Xc: FloatArray = _validate(estimator, X, None, reset=True, finite=False)
+    if Xc.shape[0] != y_arr.shape[0]:
+        raise DataError(
+            f"X and y have inconsistent numbers of samples: {Xc.shape[0]} and {y_arr.shape[0]}."
+        )
+    if y_numeric:
+        if y_arr.dtype == object or y_arr.dtype.kind in "US":
+            y_arr = object_to_float(np.asarray(y_arr, dtype=object))
+        elif y_arr.dtype.kind not in "biuf":
+            raise DataError("y must be numeric (a regression target).")
+        y_arr = y_arr.astype(np.float64)
+        y_missing = np.isnan(y_arr)
+    elif y_arr.dtype.kind == "f":
+        y_missing = np.isnan(y_arr)
+    elif y_arr.dtype == object:
+        y_missing = np.fromiter(
+            (v is None or (isinstance(v, float) and math.isnan(v)) for v in y_arr.tolist()),
+            dtype=np.bool_,
+            count=y_arr.shape[0],
+        )
+    else:
+        y_missing = np.zeros(y_arr.shape[0], dtype=np.bool_)
+    bad = np.isnan(Xc).any(axis=1) | y_missing
+    if bad.any():
+        if missing == "raise":
+            raise missing_error("X or y")
+        Xc, y_arr = Xc[~bad], y_arr[~bad]
+    return Xc, y_arr
 
 
 def encode_labels(
@@ -302,6 +386,14 @@ def clip_rows(X: FloatArray, norm: float) -> FloatArray:
     """Scale each row down to ℓ2 norm at most ``norm`` (rows inside the ball are unchanged)."""
     if X.size == 0:
         return X.copy()
+    # ±inf is a value beyond the norm like any far value: a row holding one is the limit of
+    # rows whose infinite entries grow without bound, i.e. the direction of their signs (its
+    # finite entries vanish), scaled to the sphere below. Any per-record map into the ball
+    # keeps the sensitivity computed for records in the ball.
+    inf = np.isinf(X)
+    if inf.any():
+        rows = np.asarray(inf.any(axis=1), dtype=np.bool_)[:, None]
+        X = np.where(rows, np.where(inf, np.sign(X) * np.finfo(np.float64).max, 0.0), X)
     # Norms are taken of each row divided by its largest |entry|, so that a huge but finite
     # row (1e300) is scaled down to the sphere instead of overflowing to a norm of inf (and
     # then to zero): a value outside the domain is clipped, never refused or distorted.

@@ -9,6 +9,7 @@ import numpy.typing as npt
 from sklearn.base import ClusterMixin, TransformerMixin  # type: ignore[import-untyped]
 from sklearn.utils.validation import check_is_fitted  # type: ignore[import-untyped]
 
+from dpkit._missing import MISSING_DEFAULT, Missing
 from dpkit.ml._base import (
     FloatArray,
     PrivateEstimator,
@@ -74,6 +75,11 @@ class KMeans(ClusterMixin, TransformerMixin, PrivateEstimator):  # type: ignore[
         Number of iterations (all are run and paid for: stopping early would depend on data).
         Each costs ε/max_iter, so few iterations are best at small ε (default 2; diffprivlib,
         after Su et al. 2016, also uses 2 to 7).
+    missing : {"raise", "drop"}
+        A training record with a missing value (NaN): ``"raise"`` (default) refuses the fit before
+        anything is charged, a refusal that reveals that one exists; ``"drop"`` removes the record
+        first (a per-record filter, stable under add/remove neighbours). ±inf is not missing: it is
+        clipped to the bounds, like any far value.
     accountant, rng :
         As everywhere in dpkit.
 
@@ -111,6 +117,7 @@ class KMeans(ClusterMixin, TransformerMixin, PrivateEstimator):  # type: ignore[
         epsilon: float | None = None,
         bounds: Any = None,
         max_iter: int = 2,
+        missing: Missing = MISSING_DEFAULT,
         accountant: Any = None,
         rng: RNGLike = None,
     ) -> None:
@@ -118,6 +125,7 @@ class KMeans(ClusterMixin, TransformerMixin, PrivateEstimator):  # type: ignore[
         self.epsilon = epsilon
         self.bounds = bounds
         self.max_iter = max_iter
+        self.missing = missing
         self.accountant = accountant
         self.rng = rng
 
@@ -126,7 +134,7 @@ class KMeans(ClusterMixin, TransformerMixin, PrivateEstimator):  # type: ignore[
         eps, _ = check_privacy(self.epsilon, None, needs_delta=False)
         k = check_int(self.n_clusters, "n_clusters")
         iters = check_int(self.max_iter, "max_iter")
-        Xc = self._check_features(X, reset=True)
+        Xc = self._fit_features(X)
         low, high = check_box(self.bounds, "bounds", Xc.shape[1])
         plan = group_moments_plan(epsilon=eps / iters, low=low, high=high, groups=k, squares=False)
         event = compose_events(plan.events * iters)

@@ -9,6 +9,7 @@ import numpy as np
 from sklearn.base import RegressorMixin  # type: ignore[import-untyped]
 from sklearn.utils.validation import check_is_fitted  # type: ignore[import-untyped]
 
+from dpkit._missing import MISSING_DEFAULT, Missing
 from dpkit.mechanisms import Gaussian
 from dpkit.ml._base import (
     FloatArray,
@@ -62,6 +63,12 @@ class LinearRegression(RegressorMixin, PrivateEstimator):  # type: ignore[misc]
         Learn an intercept (through a constant feature equal to ``data_norm``).
     rho : float
         Failure probability of the eigenvalue bound (Wang's ϱ), default 0.05.
+    missing : {"raise", "drop"}
+        A training record with a missing value (NaN, or a target that is not a number): ``"raise"``
+        (default) refuses the fit before anything is charged, a refusal that reveals that one
+        exists; ``"drop"`` removes the record first (a per-record filter, stable under add/remove
+        neighbours). ±inf is not missing: it is clipped with the row to ``data_norm`` (a target to
+        ``bounds_y``), like any far value.
     accountant : dpkit.accounting.Accountant, optional
         Charged once per fit, before anything is released.
     rng : None, int or numpy.random.Generator
@@ -102,6 +109,7 @@ class LinearRegression(RegressorMixin, PrivateEstimator):  # type: ignore[misc]
         bounds_y: tuple[float, float] | None = None,
         fit_intercept: bool = True,
         rho: float = 0.05,
+        missing: Missing = MISSING_DEFAULT,
         accountant: Any = None,
         rng: RNGLike = None,
     ) -> None:
@@ -111,6 +119,7 @@ class LinearRegression(RegressorMixin, PrivateEstimator):  # type: ignore[misc]
         self.bounds_y = bounds_y
         self.fit_intercept = fit_intercept
         self.rho = rho
+        self.missing = missing
         self.accountant = accountant
         self.rng = rng
 
@@ -127,18 +136,10 @@ class LinearRegression(RegressorMixin, PrivateEstimator):  # type: ignore[misc]
             from dpkit.errors import PrivacyParameterError
 
             raise PrivacyParameterError("rho must be in (0, 1), e.g. 0.05.")
-        Xc, yc = check_xy(self, X, y)
-        from dpkit.errors import DataError
-
-        # a target that is not a finite number has no place in any range: refused before any
-        # charge (the refusal says that such a value exists); a number outside bounds_y is
-        # clipped to it below, never refused
-        try:
-            yf = np.asarray(yc, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise DataError("y must hold numbers; it holds values that are not.") from None
-        if not np.all(np.isfinite(yf)):
-            raise DataError("y contains NaN or infinite values; clean the data first.")
+        Xc, yc = check_xy(self, X, y, self._check_missing(), y_numeric=True)
+        # a target outside bounds_y (±inf included) is clipped to it below, never refused;
+        # one that is not a number is missing (check_xy applied the policy)
+        yf = yc
         Z = clip_rows(Xc, norm)
         if self.fit_intercept:
             Z = np.hstack([Z, np.full((Z.shape[0], 1), norm)])

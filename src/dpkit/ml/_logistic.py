@@ -10,6 +10,7 @@ from sklearn.base import ClassifierMixin  # type: ignore[import-untyped]
 from sklearn.utils.validation import check_is_fitted  # type: ignore[import-untyped]
 
 from dpkit._checks import check_positive
+from dpkit._missing import MISSING_DEFAULT, Missing
 from dpkit.accounting import Event, PureDPEvent
 from dpkit.errors import PrivacyParameterError
 from dpkit.ml._base import (
@@ -135,6 +136,12 @@ class LogisticRegression(ClassifierMixin, PrivateEstimator):  # type: ignore[mis
         data norm.
     accounting : {"rdp", "pld", "auto"}
         How DP-SGD's noise is calibrated (see :func:`dpkit.ml.dpsgd_plan`).
+    missing : {"raise", "drop"}
+        A training record with a missing value (NaN, or a label None or NaN): ``"raise"`` (default)
+        refuses the fit before anything is charged, a refusal that reveals that one exists;
+        ``"drop"`` removes the record first (a per-record filter, stable under add/remove
+        neighbours). ±inf is not missing: it is clipped with the row to the norm ``data_norm``, like
+        any far value.
     accountant, rng :
         As everywhere in dpkit.
 
@@ -183,6 +190,7 @@ class LogisticRegression(ClassifierMixin, PrivateEstimator):  # type: ignore[mis
         clip_norm: float | None = None,
         accounting: str = "rdp",
         n_samples: int | None = None,
+        missing: Missing = MISSING_DEFAULT,
         accountant: Any = None,
         rng: RNGLike = None,
     ) -> None:
@@ -199,6 +207,7 @@ class LogisticRegression(ClassifierMixin, PrivateEstimator):  # type: ignore[mis
         self.clip_norm = clip_norm
         self.accounting = accounting
         self.n_samples = n_samples
+        self.missing = missing
         self.accountant = accountant
         self.rng = rng
 
@@ -222,7 +231,7 @@ class LogisticRegression(ClassifierMixin, PrivateEstimator):  # type: ignore[mis
             batch = check_int(self.batch_size, "batch_size")
             epochs = check_int(self.epochs, "epochs")
             rate = check_positive(self.learning_rate, "learning_rate")
-        Xc, yc = check_xy(self, X, y)
+        Xc, yc = check_xy(self, X, y, self._check_missing())
         # a record whose label is not a declared class is dropped, never refused
         keep, labels = encode_labels(yc, classes)
         Z = clip_rows(Xc[keep], norm)

@@ -10,6 +10,7 @@ from scipy.special import logsumexp
 from sklearn.base import ClassifierMixin  # type: ignore[import-untyped]
 from sklearn.utils.validation import check_is_fitted  # type: ignore[import-untyped]
 
+from dpkit._missing import MISSING_DEFAULT, Missing
 from dpkit.errors import PrivacyParameterError
 from dpkit.ml._base import (
     FloatArray,
@@ -118,6 +119,11 @@ class GaussianNB(ClassifierMixin, PrivateEstimator):  # type: ignore[misc]
     var_smoothing : float
         Smallest variance, relative to the largest squared half-range (a floor of 10⁻³ times
         each feature's squared half-range applies in any case).
+    missing : {"raise", "drop"}
+        A training record with a missing value (NaN, or a label None or NaN): ``"raise"`` (default)
+        refuses the fit before anything is charged, a refusal that reveals that one exists;
+        ``"drop"`` removes the record first (a per-record filter, stable under add/remove
+        neighbours). ±inf is not missing: it is clipped to the bounds, like any far value.
     accountant, rng :
         As everywhere in dpkit.
 
@@ -155,6 +161,7 @@ class GaussianNB(ClassifierMixin, PrivateEstimator):  # type: ignore[misc]
         bounds: Any = None,
         classes: Any = None,
         var_smoothing: float = 1e-9,
+        missing: Missing = MISSING_DEFAULT,
         accountant: Any = None,
         rng: RNGLike = None,
     ) -> None:
@@ -162,6 +169,7 @@ class GaussianNB(ClassifierMixin, PrivateEstimator):  # type: ignore[misc]
         self.bounds = bounds
         self.classes = classes
         self.var_smoothing = var_smoothing
+        self.missing = missing
         self.accountant = accountant
         self.rng = rng
 
@@ -170,7 +178,7 @@ class GaussianNB(ClassifierMixin, PrivateEstimator):  # type: ignore[misc]
         eps, _ = check_privacy(self.epsilon, None, needs_delta=False)
         classes = check_classes(self.classes)
         smoothing = _check_smoothing(self.var_smoothing)
-        Xc, yc = check_xy(self, X, y)
+        Xc, yc = check_xy(self, X, y, self._check_missing())
         low, high = check_box(self.bounds, "bounds", Xc.shape[1])
         # a record whose label is not a declared class is dropped, never refused
         keep, groups = encode_labels(yc, classes)

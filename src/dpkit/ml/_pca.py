@@ -9,6 +9,7 @@ import numpy as np
 from sklearn.base import TransformerMixin  # type: ignore[import-untyped]
 from sklearn.utils.validation import check_is_fitted  # type: ignore[import-untyped]
 
+from dpkit._missing import MISSING_DEFAULT, Missing
 from dpkit.mechanisms import Gaussian
 from dpkit.ml._base import (
     FloatArray,
@@ -47,6 +48,11 @@ class PCA(TransformerMixin, PrivateEstimator):  # type: ignore[misc]
         Required bound on each record's ℓ2 norm.
     centered : bool
         Centre on the private mean (default) or use the uncentred second moment.
+    missing : {"raise", "drop"}
+        A training record with a missing value (NaN): ``"raise"`` (default) refuses the fit before
+        anything is charged, a refusal that reveals that one exists; ``"drop"`` removes the record
+        first (a per-record filter, stable under add/remove neighbours). ±inf is not missing: it is
+        clipped with the row to the norm ``data_norm``, like any far value.
     accountant, rng :
         As everywhere in dpkit.
 
@@ -86,6 +92,7 @@ class PCA(TransformerMixin, PrivateEstimator):  # type: ignore[misc]
         delta: float | None = None,
         data_norm: float | None = None,
         centered: bool = True,
+        missing: Missing = MISSING_DEFAULT,
         accountant: Any = None,
         rng: RNGLike = None,
     ) -> None:
@@ -94,6 +101,7 @@ class PCA(TransformerMixin, PrivateEstimator):  # type: ignore[misc]
         self.delta = delta
         self.data_norm = data_norm
         self.centered = centered
+        self.missing = missing
         self.accountant = accountant
         self.rng = rng
 
@@ -101,7 +109,7 @@ class PCA(TransformerMixin, PrivateEstimator):  # type: ignore[misc]
         """Fit privately; charges the accountant once. Returns ``self``."""
         eps, dlt = check_privacy(self.epsilon, self.delta, needs_delta=True)
         norm = check_norm(self.data_norm, "data_norm")
-        Xc = self._check_features(X, reset=True)
+        Xc = self._fit_features(X)
         d = Xc.shape[1]
         k = d if self.n_components is None else check_int(self.n_components, "n_components")
         if k > d:

@@ -8,6 +8,7 @@ import numpy as np
 from sklearn.base import OneToOneFeatureMixin, TransformerMixin  # type: ignore[import-untyped]
 from sklearn.utils.validation import check_is_fitted  # type: ignore[import-untyped]
 
+from dpkit._missing import MISSING_DEFAULT, Missing
 from dpkit.ml._base import (
     FloatArray,
     PrivateEstimator,
@@ -40,6 +41,11 @@ class StandardScaler(OneToOneFeatureMixin, TransformerMixin, PrivateEstimator): 
         Required per-feature bounds (scalars or arrays); values outside are clipped when fitting.
     with_mean, with_std : bool
         As in scikit-learn.
+    missing : {"raise", "drop"}
+        A training record with a missing value (NaN): ``"raise"`` (default) refuses the fit before
+        anything is charged, a refusal that reveals that one exists; ``"drop"`` removes the record
+        first (a per-record filter, stable under add/remove neighbours). ±inf is not missing: it is
+        clipped to the bounds, like any far value.
     accountant, rng :
         As everywhere in dpkit.
 
@@ -74,6 +80,7 @@ class StandardScaler(OneToOneFeatureMixin, TransformerMixin, PrivateEstimator): 
         bounds: Any = None,
         with_mean: bool = True,
         with_std: bool = True,
+        missing: Missing = MISSING_DEFAULT,
         accountant: Any = None,
         rng: RNGLike = None,
     ) -> None:
@@ -81,13 +88,14 @@ class StandardScaler(OneToOneFeatureMixin, TransformerMixin, PrivateEstimator): 
         self.bounds = bounds
         self.with_mean = with_mean
         self.with_std = with_std
+        self.missing = missing
         self.accountant = accountant
         self.rng = rng
 
     def fit(self, X: object, y: object = None) -> StandardScaler:
         """Fit privately; charges the accountant once. Returns ``self``."""
         eps, _ = check_privacy(self.epsilon, None, needs_delta=False)
-        Xc = self._check_features(X, reset=True)
+        Xc = self._fit_features(X)
         low, high = check_box(self.bounds, "bounds", Xc.shape[1])
         plan = group_moments_plan(epsilon=eps, low=low, high=high, groups=1, squares=True)
         event = compose_events(plan.events)

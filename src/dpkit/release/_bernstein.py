@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats as sps
 
+from dpkit._missing import MISSING_DEFAULT, Missing
 from dpkit.accounting import Neighbouring
 from dpkit.mechanisms._base import SupportsCharge, charge
 from dpkit.random import RNGLike, as_generator
@@ -70,6 +71,7 @@ def bernstein_density(
     n: int | None = None,
     count_fraction: float = 0.1,
     outside: str = "clamp",
+    missing: Missing = MISSING_DEFAULT,
     accountant: SupportsCharge | None = None,
     rng: RNGLike = None,
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,
@@ -119,7 +121,7 @@ def bernstein_density(
     check_memory(float(lattice) * (_BLOCK + evals / 64 + 8), 8, f"a Bernstein lattice of {lattice}")
     if d > 3:
         check_memory(float(evals) * lattice, 8, "the Bernstein evaluation grid")
-    data = as_records(x, box, outside)
+    data = as_records(x, box, outside, missing, public_size=replace or n is not None)
     public_n = check_public_n(n, data.shape[0])
     if replace and public_n is None:
         public_n = data.shape[0]

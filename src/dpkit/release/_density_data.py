@@ -4,9 +4,11 @@ Every density in :mod:`dpkit.release` lives on a public box ``Π_k [lo_k, hi_k]`
 user (``bounds=``); nothing is read from the data to set it. Records outside the box are moved to
 the nearest face of the box (clamped), a per-record map, so neighbouring datasets stay neighbours
 and the sensitivity computed for records inside the box covers them; nothing about how many were
-outside is released. They are never refused: a refusal that depends on one record's value would
-reveal that value (or the record's presence) for free. Only values that have no place in any box
-(NaN) are refused, before anything is charged, and such a refusal reveals that one exists.
+outside is released; ±inf is clamped like any far value. They are never refused: a refusal that
+depends on one record's value would reveal that value (or the record's presence) for free. Only
+values that have no place in any box (NaN, None, a non-number) are missing, and follow the
+caller's ``missing=`` policy (:mod:`dpkit._missing`): refused before anything is charged (such a
+refusal reveals that one exists), or their records dropped.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+from dpkit._missing import MISSING_DEFAULT, check_missing, handle_missing
 from dpkit.errors import DataError
-from dpkit.stats._data import check_bounds
+from dpkit.stats._data import as_matrix, check_bounds
 
 __all__ = [
     "MAX_BYTES",
@@ -79,37 +82,42 @@ def check_outside(outside: object) -> None:
         raise DataError("outside must be 'clamp' (records outside the box are clamped to it).")
 
 
-def as_records(x: object, box: Box, outside: object = "clamp") -> FloatArray:
+def as_records(
+    x: object,
+    box: Box,
+    outside: object = "clamp",
+    missing: object = MISSING_DEFAULT,
+    *,
+    public_size: bool = False,
+) -> FloatArray:
     """The records as a float64 array of shape (n, d), clamped into the box; n = 0 is allowed.
 
     An empty dataset is valid under add/remove neighbours: it is answered with noise like any
-    other, since refusing it would reveal that it is empty. NaN and infinities are refused
-    (before anything is charged); that refusal reveals that the data hold one.
+    other, since refusing it would reveal that it is empty. ±inf is a value beyond a bound and
+    is clamped like any far value. A missing value (NaN, None, a non-number in an untyped list)
+    follows ``missing=`` (:mod:`dpkit._missing`): refused before anything is charged (that
+    refusal reveals that the data hold one), or its record dropped. ``public_size``: the
+    release treats n as public (a given ``n=``, or replace-one neighbours), so ``"drop"``,
+    which would make it private, is refused as a parameter.
     """
     check_outside(outside)
+    policy = check_missing(missing, public_size=public_size)
     d = len(box)
     if x is None:
         raise DataError("x is None; pass an array of records (n, or n × d).")
-    arr = np.asarray(x)
-    if arr.dtype == object or arr.dtype.kind not in "biuf":
-        raise DataError(
-            f"x must be numeric (got dtype {arr.dtype}); remove None or non-numbers first."
-        )
-    arr = arr.astype(np.float64)
-    if arr.ndim == 1 and d == 1:
-        arr = arr[:, None]
-    elif arr.ndim == 1 and arr.size == 0:
+    arr = as_matrix(x, "x")  # an untyped list: each non-number is a missing value (NaN)
+    if arr.shape == (0, 1) and d > 1:
         arr = arr.reshape(0, d)
-    if arr.ndim != 2 or arr.shape[1] != d:
+    if arr.shape[1] != d:
         raise DataError(
             f"x must have shape (n, {d}) to match {d} pair(s) of bounds, got {arr.shape}."
         )
-    if not np.all(np.isfinite(arr)):
-        raise DataError("x contains NaN or infinite values; remove or impute them first.")
+    arr = handle_missing(arr, policy, "x")
     lo = np.array([b[0] for b in box])
     hi = np.array([b[1] for b in box])
-    # a per-record map onto the box: neighbours stay neighbours (under add/remove and under
-    # replace, n unchanged), so every sensitivity computed for records in the box holds
+    # a per-record map onto the box (±inf included): neighbours stay neighbours (under
+    # add/remove and under replace, n unchanged), so every sensitivity computed for records in
+    # the box holds
     clamped: FloatArray = np.clip(arr, lo, hi)
     return clamped
 

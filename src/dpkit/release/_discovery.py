@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from dpkit._checks import check_delta, check_epsilon
+from dpkit._missing import MISSING_DEFAULT, Missing, check_missing, missing_error
 from dpkit.accounting import (
     ApproxDPEvent,
     ComposedEvent,
@@ -32,7 +33,7 @@ from dpkit.errors import DataError, PrivacyParameterError
 from dpkit.mechanisms._base import SupportsCharge, charge
 from dpkit.noise import discrete_laplace
 from dpkit.random import RNGLike, as_generator
-from dpkit.release._domain import Categorical, Column, Domain, Numeric, table_columns
+from dpkit.release._domain import Categorical, Column, Domain, Numeric, as_floats, table_columns
 from dpkit.stats import quantile
 from dpkit.stats._events import exponential_event
 from dpkit.stats._quantile import quantile_grid
@@ -67,6 +68,7 @@ def discover_domain(
     rng: RNGLike = None,
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,
     other: Any = "other",
+    missing: Missing = MISSING_DEFAULT,
 ) -> Domain:
     """Estimate a :class:`Domain` privately: quantile bins and partition-selected categories.
 
@@ -93,6 +95,11 @@ def discover_domain(
     other : object
         A catch-all category appended to every discovered list; values whose category was not
         selected are encoded as it (see :class:`Categorical`).
+    missing : {"raise", "drop"}
+        A record with a missing value (NaN or None, or a non-number in a numeric column) in a
+        column read: ``"raise"`` (default) refuses before anything is charged, a refusal that
+        reveals that the table holds one; ``"drop"`` removes the record first (a per-record
+        filter, stable under add/remove neighbours).
 
     Returns
     -------
@@ -109,8 +116,8 @@ def discover_domain(
     first), never taken from the record that happened to come first. Values of other types,
     including unhashable ones such as lists, are counted by their text and never refused.
     Values that compare equal (``True``, ``1`` and ``1.0``) are merged into one category after
-    selection. Only None and NaN are refused, before anything is charged; such a refusal
-    reveals that the column holds one.
+    selection. Numeric values beyond the bounds (±inf included) are clamped. Only missing
+    values (None, NaN, a non-number in a numeric column) follow ``missing=``.
 
     Examples
     --------
@@ -143,6 +150,7 @@ def discover_domain(
         raise DataError("a column is listed twice among known, numeric and categorical.")
     if not num and not cats:
         raise DataError("nothing to discover: give numeric= or categorical= columns.")
+    policy = check_missing(missing)
     cols = table_columns(data, names, allow_extra=True)  # other columns are simply not read
     eps_c = eps / (len(num) + len(cats))
     delta_c = dlt / len(cats) if cats else 0.0
@@ -152,24 +160,30 @@ def discover_domain(
             raise DataError(f"numeric={{{k!r}: ...}} must be a pair (lo, hi).")
         ref = Numeric(b[0], b[1], bins=1)
         bounds[k] = (ref.lo, ref.hi)
-        x = np.asarray(cols[k], dtype=object)
-        if any(v is None for v in x.tolist()):
-            raise DataError(f"column {k!r} has None values; clean them first.")
-        try:
-            xf = x.astype(np.float64)
-        except (TypeError, ValueError):
-            # numpy's message would quote the offending (private) value
-            raise DataError(f"column {k!r} must be numeric.") from None
-        ref.encode(xf, k)  # refuses NaN and infinities before the charge
+    # Every column read is checked for missing values (NaN, None, a non-number in a numeric
+    # column) before anything is charged; a record holding one is refused or dropped whole.
+    floats = {k: as_floats(cols[k], k) for k in num}
+    values = {k: np.asarray(cols[k], dtype=object).tolist() for k in cats}
+    size = len(cols[(list(num) + cats)[0]])
+    if any(len(cols[k]) != size for k in [*num, *cats]):
+        raise DataError("every column must have the same number of records.")
+    bad = np.zeros(size, dtype=np.bool_)
+    for k in num:
+        bad |= np.isnan(floats[k])
+    for k in cats:
+        bad |= np.fromiter((_is_missing(v) for v in values[k]), dtype=np.bool_, count=size)
+    if bad.any():
+        if policy == "raise":
+            raise missing_error("the table")
+        keep = ~bad
+        floats = {k: x[keep] for k, x in floats.items()}
+        values = {
+            k: [v for v, ok in zip(vs, keep.tolist(), strict=True) if ok]
+            for k, vs in values.items()
+        }
     counts: dict[str, dict[Key, int]] = {}
     for k in cats:
-        vals = np.asarray(cols[k], dtype=object).tolist()
-        if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in vals):
-            raise DataError(
-                f"column {k!r} has None or NaN values; clean them first (this refusal, made "
-                "before anything is charged, reveals that the column holds one)."
-            )
-        counts[k] = _count_keys(vals)  # before the charge: nothing here can fail after it
+        counts[k] = _count_keys(values[k])  # before the charge: nothing here can fail after it
     if cats:
         Categorical((other,), other=other)  # a bad catch-all is refused now, not after the charge
     # Exactly what dpkit.stats.quantile draws: bins − 1 selections at ε_c/(bins − 1) each.
@@ -182,7 +196,7 @@ def discover_domain(
     for k in num:
         lo, hi = bounds[k]
         qs = [i / bins for i in range(1, bins)]
-        x = np.asarray(cols[k], dtype=np.float64)
+        x = np.clip(floats[k], lo, hi)  # ±inf is a value beyond a bound: clamped
         if x.size:
             inner = np.asarray(quantile(x, qs, bounds=(lo, hi), epsilon=eps_c, rng=gen).value)
         else:
@@ -192,6 +206,10 @@ def discover_domain(
     for k in cats:
         out[k] = Categorical(_select_partitions(counts[k], eps_c, delta_c, gen, other), other=other)
     return Domain(out)
+
+
+def _is_missing(v: object) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
 
 
 def _uniform_on_grid(lo: float, hi: float, m: int, gen: np.random.Generator) -> np.ndarray:

@@ -19,9 +19,19 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dpkit._missing import MISSING_DEFAULT, Missing, check_missing, missing_error, object_to_float
 from dpkit.errors import DataError
 
-__all__ = ["DROPPED", "Categorical", "Column", "Domain", "Numeric", "table_columns"]
+__all__ = [
+    "DROPPED",
+    "MISSING",
+    "Categorical",
+    "Column",
+    "Domain",
+    "Numeric",
+    "as_floats",
+    "table_columns",
+]
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -29,6 +39,11 @@ FloatArray = npt.NDArray[np.float64]
 DROPPED = -1
 """The code :meth:`Categorical.encode` gives a value outside its list when it has no ``other``:
 :meth:`Domain.encode` drops the records holding one."""
+
+MISSING = -2
+"""The code a column's ``encode`` gives a missing value (NaN, None, a non-number in a numeric
+column), which no cell can hold: :meth:`Domain.encode` refuses or drops its record, by the
+caller's ``missing=`` policy (:mod:`dpkit._missing`)."""
 
 DEFAULT_BINS = 16
 """Bins of a numeric column when none are given: 16 keeps 3-way marginals near 4,000 cells."""
@@ -41,6 +56,23 @@ def _finite(value: object, name: str) -> float:
     if not math.isfinite(x):
         raise DataError(f"{name} must be finite.")
     return x
+
+
+def as_floats(values: object, name: str) -> FloatArray:
+    """A numeric column's values as float64, each value that is not a number made NaN.
+
+    Element by element for untyped values (an object column, or a list whose one string made
+    numpy type it as text): refusing the column because of one value would make the outcome
+    depend on that record. NaN marks a missing value; ±inf stays (the bounds clamp it).
+    """
+    arr = np.asarray(values)
+    if arr.dtype.kind in "US" and not isinstance(values, np.ndarray):
+        arr = np.asarray(values, dtype=object)  # a list typed by its values: read each
+    if arr.dtype == object or arr.dtype.kind in "US":
+        return object_to_float(np.asarray(arr, dtype=object))
+    if arr.dtype.kind not in "biuf":  # a declared non-numeric type (dates, ...): the schema
+        raise DataError(f"column {name!r} must be numeric.")
+    return arr.astype(np.float64)
 
 
 @dataclass(frozen=True)
@@ -66,10 +98,11 @@ class Numeric:
 
     Notes
     -----
-    Out-of-range values are clamped to ``[lo, hi]``, as every dpkit statistic clamps; how many
-    were clamped is not reported (that count is itself private). NaN, None, infinities and
-    non-numbers have no place in the column and are refused, before anything is charged; such a
-    refusal reveals that the data hold one.
+    Out-of-range values (±inf included) are clamped to ``[lo, hi]``, as every dpkit statistic
+    clamps; how many were clamped is not reported (that count is itself private). NaN, None and
+    non-numbers have no place in the column: they are *missing*, and the caller's ``missing=``
+    policy refuses them before anything is charged (such a refusal reveals that the data hold
+    one) or drops their records.
 
     Examples
     --------
@@ -135,22 +168,23 @@ class Numeric:
         return self._edges.copy()
 
     def encode(self, values: object, name: str) -> IntArray:
-        """Cell index of each value (atoms first, then bins); clamps to [lo, hi]."""
-        try:
-            x = np.asarray(values, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise DataError(f"column {name!r} must be numeric (None is not allowed).") from None
+        """Cell index of each value (atoms first, then bins); clamps to [lo, hi] (±inf too).
+
+        A missing value (NaN, None, a non-number) gets :data:`MISSING`.
+        """
+        x = as_floats(values, name)
         if x.ndim != 1:
             raise DataError(f"column {name!r} must be 1-d.")
-        if not np.all(np.isfinite(x)):
-            raise DataError(f"column {name!r} has NaN, None or infinite values; clean them first.")
-        x = np.clip(x, self.lo, self.hi)
+        nan = np.isnan(x)
+        # a per-record map onto [lo, hi] (±inf included): neighbours stay neighbours
+        x = np.clip(np.where(nan, self.lo, x), self.lo, self.hi)
         if self.integer:
             x = np.round(x)
         out = np.searchsorted(self._edges, x, side="right") - 1
         out = np.clip(out, 0, self.bins - 1) + len(self.atoms)
         for i, a in enumerate(self.atoms):
             out[x == a] = i
+        out[nan] = MISSING
         return out.astype(np.int64)
 
     def decode(self, cells: IntArray, gen: np.random.Generator) -> FloatArray:
@@ -196,8 +230,9 @@ class Categorical:
     data stays a neighbour (or becomes the same data), and under replace-one the encoded data
     differ by at most one removed record, which moves every marginal count by at most the
     replace-one sensitivity. The released counts never say how many records were dropped.
-    Missing values (None, NaN) have no place in any list and are refused, before anything is
-    charged; such a refusal reveals that the data hold one.
+    Missing values (None, NaN) have no place in any list (no category can be None): the
+    caller's ``missing=`` policy refuses them before anything is charged (such a refusal
+    reveals that the data hold one) or drops their records.
 
     Examples
     --------
@@ -238,7 +273,7 @@ class Categorical:
 
     def encode(self, values: object, name: str) -> IntArray:
         """Index of each value's category: ``other``'s for values outside the list, else
-        :data:`DROPPED` (-1, the record is dropped); refuses only missing values."""
+        :data:`DROPPED` (-1, the record is dropped); :data:`MISSING` for None and NaN."""
         arr = np.asarray(values, dtype=object)
         if arr.ndim != 1:
             raise DataError(f"column {name!r} must be 1-d.")
@@ -247,11 +282,8 @@ class Categorical:
         out = np.empty(arr.size, dtype=np.int64)
         for j, v in enumerate(arr.tolist()):
             if v is None or (isinstance(v, float) and math.isnan(v)):
-                raise DataError(
-                    f"column {name!r} has a missing value (None or NaN); no category can hold "
-                    "it, so it is refused before anything is charged. Fill or remove missing "
-                    "values first."
-                )
+                out[j] = MISSING
+                continue
             try:
                 i = index.get(v)
             except TypeError:  # an unhashable value (a list, a dict): not a category
@@ -309,13 +341,16 @@ class Domain:
         """Cells per column."""
         return tuple(c.cells for c in self.columns.values())
 
-    def encode(self, data: object) -> IntArray:
+    def encode(self, data: object, missing: Missing = MISSING_DEFAULT) -> IntArray:
         """The (records × columns) matrix of cell indices of a table (see :func:`table_columns`).
 
-        Numeric values are clamped to their bounds; a record with a category outside a column's
-        list is mapped to the column's ``other`` or, without one, dropped. Only missing values
-        (None, NaN, infinities) and non-numbers in a numeric column are refused.
+        Numeric values are clamped to their bounds (±inf too); a record with a category outside
+        a column's list is mapped to the column's ``other`` or, without one, dropped. A record
+        with a missing value (None, NaN, a non-number in a numeric column) is refused
+        (``missing="raise"``, the default) or dropped (``missing="drop"``); dropping, like an
+        unlisted category, is a per-record filter (see :class:`Categorical`).
         """
+        policy = check_missing(missing)
         cols = table_columns(data, self.names)
         if not cols:
             return np.zeros((0, len(self.names)), dtype=np.int64)
@@ -323,9 +358,11 @@ class Domain:
         if len(sizes) != 1:
             raise DataError("every column must have the same number of records.")
         codes = np.stack([self.columns[k].encode(cols[k], k) for k in self.names], axis=1)
-        # Every column is encoded (and every missing value refused) before any record is
-        # dropped, so which error is raised does not depend on the order of the checks.
-        keep = np.all(codes != DROPPED, axis=1)
+        # Every column is encoded before any record is refused or dropped, so which error is
+        # raised does not depend on the order of the checks.
+        if policy == "raise" and bool(np.any(codes == MISSING)):
+            raise missing_error("the table")
+        keep = np.all(codes >= 0, axis=1)  # neither DROPPED nor MISSING
         out: IntArray = codes if bool(keep.all()) else codes[keep]
         return out
 
@@ -409,6 +446,9 @@ def table_columns(
             arr = np.asarray(to_numpy() if callable(to_numpy) else col)
         except ValueError:  # ragged nested values
             arr = _object_column(col, k)
+        if arr.dtype.kind in "US" and not isinstance(col, np.ndarray):
+            # a list typed by its values (one string makes NaN the text "nan"): keep each value
+            arr = np.asarray(col, dtype=object)
         if arr.ndim != 1 and not isinstance(col, np.ndarray):
             # a list whose values are themselves lists: one value per record, whatever they
             # hold (the domain then maps or drops them); refusing here would depend on a value

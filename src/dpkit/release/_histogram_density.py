@@ -9,6 +9,7 @@ from fractions import Fraction
 import numpy as np
 import numpy.typing as npt
 
+from dpkit._missing import MISSING_DEFAULT, Missing
 from dpkit.accounting import DiscreteLaplaceEvent, Event, Neighbouring
 from dpkit.errors import DataError
 from dpkit.mechanisms._base import SupportsCharge, charge
@@ -91,6 +92,7 @@ def histogram_density(
     postprocess: str = "threshold",
     count_fraction: float = 0.1,
     outside: str = "clamp",
+    missing: Missing = MISSING_DEFAULT,
     accountant: SupportsCharge | None = None,
     rng: RNGLike = None,
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,
@@ -142,9 +144,14 @@ def histogram_density(
     outside : {"clamp"}
         Records outside the box are moved to its nearest face (clamped), which keeps the
         sensitivity; how many were moved is not released. They are never refused, since a
-        refusal would reveal one record's value; ``"raise"`` is no longer offered. NaN and
-        infinities are refused before anything is charged (a refusal that reveals that the
-        data hold one).
+        refusal would reveal one record's value; ``"raise"`` is no longer offered. ±inf is a
+        value beyond a bound and is clamped like any other.
+    missing : {"raise", "drop"}
+        What to do with a missing value (NaN, None, a non-number in an untyped list), which no
+        box can hold. ``"raise"`` (default): refuse before anything is charged; that refusal
+        reveals that the data hold one. ``"drop"``: remove its record before the release (a
+        per-record filter, stable under add/remove neighbours; refused as a parameter when n
+        is public, i.e. with ``n=`` or replace-one neighbours, since dropping makes it private).
     accountant : Accountant, optional
         Charged before any noise is drawn.
     rng : None, int or numpy.random.Generator
@@ -177,7 +184,7 @@ def histogram_density(
         raise DataError(
             f"postprocess must be 'threshold', 'simplex' or 'clamp', got {postprocess!r}."
         )
-    data = as_records(x, box, outside)
+    data = as_records(x, box, outside, missing, public_size=replace or n is not None)
     public_n = check_public_n(n, data.shape[0])
     if replace and public_n is None:
         public_n = data.shape[0]  # replace-one neighbours have the same size: n is public

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 from scipy import linalg
 
+from dpkit._missing import MISSING_DEFAULT, Missing
 from dpkit.accounting import Neighbouring, gaussian_sigma
 from dpkit.errors import DataError, PrivacyParameterError
 from dpkit.mechanisms._base import SupportsCharge, charge
@@ -152,6 +153,7 @@ def kde_density(
     n: int | None = None,
     count_fraction: float = 0.1,
     outside: str = "clamp",
+    missing: Missing = MISSING_DEFAULT,
     accountant: SupportsCharge | None = None,
     rng: RNGLike = None,
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,
@@ -220,7 +222,7 @@ def kde_density(
             f"big-integer products; {g}² · 8 B ≈ {g * g * 8 / 2**20:.0f} MiB per matrix); use "
             "fewer grid points per side."
         )
-    data = as_records(x, box, outside)
+    data = as_records(x, box, outside, missing, public_size=replace or n is not None)
     public_n = check_public_n(n, data.shape[0])
     if replace and public_n is None:
         public_n = data.shape[0]

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dpkit._missing import MISSING_DEFAULT, Missing
 from dpkit.accounting import Event, ExponentialEvent, Neighbouring
 from dpkit.errors import DataError
 from dpkit.mechanisms._base import SupportsCharge, charge
@@ -301,6 +302,7 @@ def ks_synthetic(
     n: int | None = None,
     count_fraction: float = 0.1,
     outside: str = "clamp",
+    missing: Missing = MISSING_DEFAULT,
     accountant: SupportsCharge | None = None,
     rng: RNGLike = None,
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,
@@ -318,8 +320,9 @@ def ks_synthetic(
     Parameters
     ----------
     x : array_like
-        1-d records; values outside ``bounds`` are clamped to them (``outside="clamp"``, the
-        only choice, as in :func:`~dpkit.release.histogram_density`).
+        1-d records; values outside ``bounds`` (±inf included) are clamped to them
+        (``outside="clamp"``, the only choice); missing values follow ``missing=``, as in
+        :func:`~dpkit.release.histogram_density`.
     bounds : (lo, hi)
         The public interval; the grid is ``linspace(lo, hi, grid)``.
     epsilon : float
@@ -354,7 +357,7 @@ def ks_synthetic(
     box = check_box(bounds)
     if len(box) != 1:
         raise DataError("ks_synthetic is for 1-d data (the KS distance is on the line).")
-    data = as_records(x, box, outside)[:, 0]
+    data = as_records(x, box, outside, missing, public_size=replace or n is not None)[:, 0]
     public_n = check_public_n(n, data.size)
     if replace and public_n is None:
         public_n = data.size

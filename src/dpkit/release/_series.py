@@ -9,6 +9,7 @@ from fractions import Fraction
 import numpy as np
 import numpy.typing as npt
 
+from dpkit._missing import MISSING_DEFAULT, Missing
 from dpkit.accounting import Neighbouring, PureDPEvent, ZCDPEvent
 from dpkit.accounting._costs import rho_for
 from dpkit.errors import DataError
@@ -97,6 +98,7 @@ def series_density(
     n: int | None = None,
     count_fraction: float = 0.1,
     outside: str = "clamp",
+    missing: Missing = MISSING_DEFAULT,
     accountant: SupportsCharge | None = None,
     rng: RNGLike = None,
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,
@@ -153,7 +155,7 @@ def series_density(
         raise DataError(f"series_density supports d ≤ 3 (tensor cosine basis), got d = {d}.")
     if isinstance(smoothness, bool) or not isinstance(smoothness, int | float) or smoothness <= 0:
         raise DataError(f"smoothness must be a positive number, got {smoothness!r}.")
-    data = as_records(x, box, outside)
+    data = as_records(x, box, outside, missing, public_size=replace or n is not None)
     public_n = check_public_n(n, data.shape[0])
     if replace and public_n is None:
         public_n = data.shape[0]

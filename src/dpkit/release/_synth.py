@@ -12,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpkit._checks import check_delta, check_epsilon, check_positive
+from dpkit._missing import MISSING_DEFAULT, Missing
 from dpkit.accounting import Event, Neighbouring
 from dpkit.accounting._costs import rho_for
 from dpkit.errors import DataError, PrivacyParameterError
@@ -254,6 +255,7 @@ class Synthesizer:
         accountant: SupportsCharge | None = None,
         rng: RNGLike = None,
         progress: Callable[[int, int], None] | None = None,
+        missing: Missing = MISSING_DEFAULT,
     ) -> SyntheticModel:
         """Fit the private model: validate the data, charge the plan, then measure and fit.
 
@@ -263,18 +265,23 @@ class Synthesizer:
             The private table. Numeric values are clamped to their bounds; a category outside
             a column's list goes to its ``other`` or, without one, the record is dropped
             (:class:`Categorical`: the sensitivities cover both relations). Neither is ever
-            refused, so whether the fit succeeds does not depend on any record's value. Only
-            missing values (NaN, None, infinities) and non-numbers in a numeric column are
-            refused, before anything is charged; such a refusal reveals that the table holds
-            one. An empty table is valid and answered with noise.
+            refused, so whether the fit succeeds does not depend on any record's value; ±inf is
+            clamped like any far value. Only missing values (NaN, None, a non-number in a
+            numeric column) follow ``missing=``. An empty table is valid and answered with
+            noise.
         accountant : Accountant, optional
             Charged :attr:`event` before any noise is drawn.
         rng : None, int or numpy.random.Generator
             ``None`` (default) is secure.
         progress : callable, optional
             ``progress(done, total)`` after each step, for progress bars.
+        missing : {"raise", "drop"}
+            ``"raise"`` (default): a record with a missing value is refused before anything is
+            charged; the refusal reveals that the table holds one. ``"drop"``: such records are
+            removed before the fit, a per-record filter covered by the sensitivities under both
+            relations, as for a category with no ``other``.
         """
-        codes = self.domain.encode(data)
+        codes = self.domain.encode(data, missing)
         charge(accountant, self.event, f"synthesizer ({self.method})", delta=self.delta, rng=rng)
         gen = as_generator(rng)
         net, n_hat, measured = fit_model(codes, self.domain.shape, self.plan, gen, progress)
