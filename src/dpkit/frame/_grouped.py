@@ -119,8 +119,7 @@ class GroupedQuery:
         if len(set(names)) != len(names):
             raise DataError(f"aggregation names must be unique, got {names}; use alias=.")
         _check_output_names(by, aggs)
-        # the identity column is the bounding's, not a key or a value (a row number, with each
-        # row its own unit, depends on the rows before it)
+        # the identity column is the bounding's, not a key or a value
         check_unreserved([*by, *(c for a in aggs for c in a.columns)], "the keys and aggregations")
         self._aggs = aggs
         self._public = None if public_keys is None else self._public_frame(public_keys)
