@@ -11,7 +11,14 @@ from dpkit.errors import DataError
 from dpkit.frame._aggs import Aggregation
 from dpkit.frame._engine import as_lazy
 from dpkit.frame._grouped import GroupBy, GroupedQuery
-from dpkit.frame._table import Table, check_unnamed, check_unreserved, schema_names, table
+from dpkit.frame._table import (
+    Table,
+    check_rowwise,
+    check_unnamed,
+    check_unreserved,
+    schema_names,
+    table,
+)
 from dpkit.stats._events import is_replace
 
 __all__ = ["Query"]
@@ -43,8 +50,11 @@ class Query:
     (Dwork, McSherry, Nissim and Smith 2006: neighbouring tables differ in all the rows of one
     unit), provided the transformations (:meth:`filter`, :meth:`with_columns`, :meth:`join`) are
     *row-wise*: each output row depends only on one input row and public tables. Expressions
-    that look at other rows (``pl.col("x").mean()``, windows, ``shift``) would let one unit
-    change other units' rows, and are the caller's responsibility to avoid.
+    that look at other rows (``pl.col("x").mean()``, windows, ranks, ``shift``) would let one
+    unit change other units' rows: :meth:`filter` and :meth:`with_columns` refuse them (and
+    selectors, regexes and Python functions, which cannot be shown row-wise) from the
+    expression alone. A step that fails on some value (a strict cast) is refused before any
+    charge, and that refusal reveals that such a value exists: make steps total.
 
     Identity before transformation: each row's unit is fixed here, when the query is made (a
     hidden column, a copy of ``privacy_unit`` or, with each row its own unit, a hash of the
@@ -95,6 +105,7 @@ class Query:
         """Keep the rows where every (row-wise) Polars predicate holds."""
         self._polars_only("filter")
         check_unnamed(predicates, "filter")
+        check_rowwise(predicates, "filter")
         return self._derive(
             self._table.data.filter(*predicates), f"filter {len(predicates)} predicate(s)"
         )
@@ -111,6 +122,7 @@ class Query:
         check_unnamed([*exprs, *named.values()], "with_columns")
         # the names the expressions write, from the plan's schema (no data are read)
         check_unreserved(schema_names(data.select(*exprs, **named), "with_columns"), "with_columns")
+        check_rowwise([*exprs, *named.values()], "with_columns")
         names = [*named]
         return self._derive(data.with_columns(*exprs, **named), f"derive columns {names}")
 

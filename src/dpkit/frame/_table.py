@@ -29,6 +29,7 @@ __all__ = [
     "RESERVED",
     "UNIT_ID",
     "Table",
+    "check_rowwise",
     "check_unnamed",
     "check_unreserved",
     "schema_names",
@@ -75,6 +76,59 @@ def check_unnamed(exprs: Iterable[Any], what: str) -> None:
         if meta is not None and hasattr(meta, "root_names"):
             names += [str(n) for n in meta.root_names()]
     check_unreserved(names, what)
+
+
+_SCALARS = (str, int, float, bool, type(None))
+_MAX_DEPTH = 10_000  # nodes walked per expression; deeper ones are refused, not trusted
+
+
+def _rowwise(expr: Any) -> bool:
+    """Whether every node of ``expr`` is row-separable and keeps the frame's length (or is a
+    scalar literal), by Polars' own analysis of the expression (no data, no schema).
+
+    A node that cannot be analysed without a schema (a selector such as ``pl.nth(0)``, a
+    regex, several columns in one ``pl.col``) or a Python function (which may keep state
+    between rows or batches) cannot be shown row-wise, so it is not."""
+    pl = polars()
+    if isinstance(expr, _SCALARS):
+        return True
+    if not isinstance(expr, pl.Expr):
+        return False  # a Series, an array: values whose length depends on nothing here
+    stack, seen = [expr], 0
+    while stack:
+        node = stack.pop()
+        seen += 1
+        if seen > _MAX_DEPTH:
+            return False
+        try:
+            meta = node.meta
+            text = str(node)
+            separable = meta.is_row_separable()
+            whole = meta.is_length_preserving() or (meta.is_literal() and meta.is_scalar())
+            inputs = meta.pop()
+        except Exception:  # Polars cannot analyse it without a schema: refuse, never guess
+            return False
+        if not (separable and whole) or "python_udf" in text:
+            return False
+        stack += [e for e in inputs if not e.meta.eq(node)]
+    return True
+
+
+def check_rowwise(exprs: Iterable[Any], what: str) -> None:
+    """Refuse (from the expressions alone, never from values) a step that is not row-wise.
+
+    The release protects a unit only if each output row depends on one input row and public
+    values: an aggregate (``pl.col("x") > pl.col("x").mean()``), a window, a rank, a shift, a
+    row number or a Python function lets one unit's rows change every other unit's rows."""
+    for e in exprs:
+        if not _rowwise(e):
+            raise DataError(
+                f"{what} has an expression that is not row-wise (it looks at other rows: an "
+                "aggregate, a window, a rank, a shift, a row number, a filter inside it), or "
+                "one Polars cannot analyse without the table (a selector, a regex, several "
+                "columns in one pl.col, a Python function, a Series): each output row must "
+                "depend on one input row only. Name each column and use row-wise expressions."
+            )
 
 
 def schema_names(lf: Any, what: str) -> list[str]:
