@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpkit.errors import DataError
-from dpkit.stats._data import check_bounds
+from dpkit.stats._data import _as_float_array, check_bounds
 
 __all__ = [
     "MAX_BYTES",
@@ -90,12 +90,10 @@ def as_records(x: object, box: Box, outside: object = "clamp") -> FloatArray:
     d = len(box)
     if x is None:
         raise DataError("x is None; pass an array of records (n, or n × d).")
-    arr = np.asarray(x)
-    if arr.dtype == object or arr.dtype.kind not in "biuf":
-        raise DataError(
-            f"x must be numeric (got dtype {arr.dtype}); remove None or non-numbers first."
-        )
-    arr = arr.astype(np.float64)
+    # dpkit.stats' reader: an untyped list is read one element at a time (an int beyond 64
+    # bits is a number, an int beyond the doubles ±inf, a non-number NaN), never as a whole by
+    # NumPy, whose inferred type (object, or str) one record's value decided
+    arr = _as_float_array(x, "x")
     if arr.ndim == 1 and d == 1:
         arr = arr[:, None]
     elif arr.ndim == 1 and arr.size == 0:
@@ -105,7 +103,10 @@ def as_records(x: object, box: Box, outside: object = "clamp") -> FloatArray:
             f"x must have shape (n, {d}) to match {d} pair(s) of bounds, got {arr.shape}."
         )
     if not np.all(np.isfinite(arr)):
-        raise DataError("x contains NaN or infinite values; remove or impute them first.")
+        raise DataError(
+            "x contains NaN or infinite values, or values that are not numeric (None, text); "
+            "remove or impute them first."
+        )
     lo = np.array([b[0] for b in box])
     hi = np.array([b[1] for b in box])
     # a per-record map onto the box: neighbours stay neighbours (under add/remove and under

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from dpkit._checks import check_delta, check_epsilon
+from dpkit._missing import object_to_float
 from dpkit.accounting import (
     ApproxDPEvent,
     ComposedEvent,
@@ -157,10 +158,15 @@ def discover_domain(
             raise DataError(f"column {k!r} has None values; clean them first.")
         try:
             xf = x.astype(np.float64)
+        except OverflowError:
+            # an int beyond the doubles is ±inf (refused below like any infinity), as
+            # dpkit.stats reads it, never an OverflowError that escapes the call
+            xf = object_to_float(x)
         except (TypeError, ValueError):
             # numpy's message would quote the offending (private) value
             raise DataError(f"column {k!r} must be numeric.") from None
         ref.encode(xf, k)  # refuses NaN and infinities before the charge
+        cols[k] = xf
     counts: dict[str, dict[Key, int]] = {}
     for k in cats:
         vals = np.asarray(cols[k], dtype=object).tolist()
