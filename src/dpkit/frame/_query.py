@@ -40,9 +40,11 @@ class Query:
     missing : {"raise", "drop"}
         A row with a null or NaN in a column an aggregation reads: ``"raise"`` (default, as in
         :mod:`dpkit.stats`) refuses the release before anything is charged (the refusal reveals
-        that such a row exists); ``"drop"`` removes those rows before contribution bounding (a
-        row-wise filter: the guarantee holds, and the number of rows used stays private). Null
-        key values are not missing: they form a group of their own.
+        that such a row exists; only the table as given is read: a null a step makes is
+        dropped, as refusing it would answer any predicate on private values for free);
+        ``"drop"`` removes those rows before contribution bounding (a row-wise filter: the
+        guarantee holds, and the number of rows used stays private). Null key values are not
+        missing: they form a group of their own.
 
     Notes
     -----

@@ -50,6 +50,7 @@ class Table:
     replace: bool
     spark: bool
     missing: Missing  # the caller's policy for nulls/NaN in aggregated columns
+    source: Any = None  # the table as given (with UNIT_ID): missing="raise" reads it, see below
     steps: tuple[str, ...] = ()
 
     def derive(self, data: Any, step: str) -> Table:
@@ -202,4 +203,7 @@ def table(
         frame = frame.with_columns(_content_identity(dtypes).alias(UNIT_ID))
     else:
         frame = frame.with_columns(polars().col(unit).alias(UNIT_ID))
-    return Table(frame, unit, neighbouring, repl, spark, missing)
+    # ``missing="raise"`` refuses nulls of the data as given, never the steps' output: a step
+    # can make a null from any predicate on private values (``pl.when(user == 123).then(None)``,
+    # a left join missing a key), and refusing it was a membership oracle at ε = 0
+    return Table(frame, unit, neighbouring, repl, spark, missing, source=frame)
