@@ -242,11 +242,12 @@ FRAME_DROP = _query(lambda: dpf.mean("x", bounds=B), "Query", missing="drop")
 FRAME_QUERY = Case("dpkit.frame.Query", FRAMES[3].run, _frame_make, FRAMES[3].kinds)
 
 # -- dpkit.release -------------------------------------------------------------------------------
-DENSITY_XFAIL = "issue item 3: densities refuse values outside the bounds (outside='raise')"
+DENSITY_XFAIL = "not yet assigned: densities refuse ±inf (a value beyond a bound, to be clamped)"
 
 
 def _density(name: str, call: Callable[..., Any]) -> Case:
-    far = {k: DENSITY_XFAIL for k in FAR}
+    # far values are clamped now; ±inf is still refused (a value beyond a bound, to be clamped)
+    far = {k: DENSITY_XFAIL for k in ("inf", "neg_inf")}
     return Case(
         f"dpkit.release.{name}",
         lambda x, a: call(np.asarray(x, dtype=float), accountant=a, rng=_rng()),
@@ -290,7 +291,6 @@ def _table(v: Any) -> Any:
     return pd.concat([pd.DataFrame(TABLE), pd.DataFrame(row)], ignore_index=True)
 
 
-SYNTH_XFAIL = "issue item 3: Synthesizer.fit refuses a category outside its Categorical"
 SYNTH_INF_XFAIL = "issue item 3: Synthesizer.fit refuses ±inf (a value beyond a bound)"
 INF_XFAIL = "not yet assigned: ±inf is refused (a value beyond a bound, to be clamped)"
 SYNTH = Case(
@@ -304,7 +304,7 @@ SYNTH = Case(
         "unseen": ("c", "zz"),
         "none_category": ("c", None),
     },
-    {"inf": SYNTH_INF_XFAIL, "neg_inf": SYNTH_INF_XFAIL, "unseen": SYNTH_XFAIL},
+    {"inf": SYNTH_INF_XFAIL, "neg_inf": SYNTH_INF_XFAIL},
 )
 DISCOVER = Case(
     "dpkit.release.discover_domain",
@@ -380,7 +380,6 @@ X2 = [[float(i % 10), float((3 * i) % 10)] for i in range(60)]
 Y01 = [i % 2 for i in range(60)]
 YR = [float(i % 10) for i in range(60)]
 ML_INF_XFAIL = "not yet assigned: dpkit.ml input validation refuses ±inf (to be clamped)"
-ML_LABEL_XFAIL = "issue item 3: dpkit.ml label encoding refuses a label outside classes"
 
 
 def _xy(y: list[Any]) -> Callable[[Any], Any]:
@@ -400,7 +399,6 @@ def _ml(name: str, est: Callable[[Any], Any], y: list[Any], labels: bool = False
     xfail = {"inf": ML_INF_XFAIL, "neg_inf": ML_INF_XFAIL}
     if labels:
         kinds["unseen_label"] = ("y", 7)
-        xfail["unseen_label"] = ML_LABEL_XFAIL
     return Case(
         f"dpkit.ml.{name}",
         lambda d, a: est(a).fit(np.asarray(d[0], dtype=float), np.asarray(d[1])),
