@@ -151,7 +151,7 @@ def prepare(
     """Step 1: row-wise; the same function runs on each Arrow batch of the Spark engine.
 
     Where each row is its own unit (``own_unit``: numbered here; ``occurrence``: numbered by the
-    caller, with an :data:`OCC` column), the unit column (an identity given when the query was
+    caller, with an :data:`OCC` column), the unit column (a row number given when the query was
     made, before any step) only tells rows apart (one row per unit: every bound keeps it). The
     row hash, which rounds the row's values, then takes the row's occurrence number among
     identical rows instead of its position: removing one row

@@ -59,9 +59,8 @@ class Query:
     charge, and that refusal reveals that such a value exists: make steps total.
 
     Identity before transformation: each row's unit is fixed here, when the query is made (a
-    hidden column, a copy of ``privacy_unit`` or, with each row its own unit, a hash of the
-    row's content and its occurrence among identical rows, under a reserved name no step may
-    write; a step that reads it through a selector reads a row-wise value, never a position).
+    hidden column, a copy of ``privacy_unit`` or a row number, under a reserved name no step may
+    read or write, by name or through a selector).
     Rows a join copies stay their unit's rows, counted by the contribution bounds, and
     redefining the unit's column later changes a column, never whom a row belongs to.
 

@@ -7,10 +7,10 @@ read at bounding time: a join with a public table repeating a key turns one row 
 each of which became its own unit where every row is a unit; and a column expression (or a join
 output moved onto the unit's name) overwrote the unit column, so one person's rows became many
 "units". So the identity is fixed when the :class:`~dpkit.frame.Query` is made: a hidden column
-:data:`UNIT_ID` (a copy of the declared unit column or, where every row is its own unit, a
-hash of the row's content and its occurrence among identical rows: never its position) is added
-to the table before any step, every copy a join makes carries it, and no step may write a column
-whose name starts with :data:`RESERVED`. Bounding reads only that column.
+:data:`UNIT_ID` (a copy of the declared unit column, or a row number where every row is its own
+unit) is added to the table before any step, every copy a join makes carries it, and no step may
+read or write a column whose name starts with :data:`RESERVED` (by name, or unnamed through a
+selector: :func:`check_rowwise`). Bounding reads only that column.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def check_unreserved(names: Iterable[str], what: str) -> None:
 
 def check_unnamed(exprs: Iterable[Any], what: str) -> None:
     """Refuse expressions that name a reserved column (its values belong to the bounding: with
-    each row its own unit it is made from the row's content, see :func:`_content_identity`)."""
+    each row its own unit it is a row number, which depends on the rows before it)."""
     names: list[str] = []
     for e in exprs:
         meta = getattr(e, "meta", None)
@@ -140,35 +140,6 @@ def schema_names(lf: Any, what: str) -> list[str]:
         raise DataError(f"{what} fails on this table's schema ({type(exc).__name__}).") from None
 
 
-def _schema(lf: Any) -> dict[str, Any]:
-    try:
-        return dict(lf.collect_schema())
-    except Exception as exc:  # Polars' message may quote an expression or a value
-        raise DataError(
-            f"reading the table fails on this table's schema ({type(exc).__name__})."
-        ) from None
-
-
-def _content_identity(dtypes: dict[str, Any]) -> Any:
-    """Each row its own unit: an identity made of the row's content and its occurrence among
-    identical rows, never of its position.
-
-    A step can read the identity without naming it (``pl.nth(0)``, a regex, a dtype
-    selector): a row number read so is not row-wise (removing the first row renumbers every
-    other one, and ``filter(pl.nth(0) % 2 == 0)`` then keeps a disjoint set of rows). A
-    function of (content, occurrence) is: removing one row removes one (content, occurrence)
-    pair and leaves every other row's identity as it was, whatever the data order. Identical
-    rows are interchangeable, so which of them gets which occurrence cannot matter. Two rows
-    whose identities collide (chance 2^-64 per pair) are bounded as one unit, which only
-    removes rows. Python-object columns cannot be hashed and are left out of the content.
-    """
-    pl = polars()
-    content = [n for n, t in dtypes.items() if t != pl.Object]
-    row = pl.struct(content).hash(seed=0) if content else pl.lit(0, dtype=pl.UInt64)
-    occurrence = pl.int_range(pl.len(), dtype=pl.Int64).over(row)
-    return pl.struct(row.alias("row"), occurrence.alias("occurrence")).hash(seed=0)
-
-
 def _spark_functions() -> Any:
     try:
         return importlib.import_module("pyspark.sql.functions")
@@ -184,10 +155,8 @@ def table(
     frame: Any = data if spark else as_lazy(data)
     if spark:
         names = [f.name for f in frame.schema.fields]
-        dtypes: dict[str, Any] = {}
     else:
-        dtypes = _schema(frame)
-        names = list(dtypes)
+        names = schema_names(frame, "reading the table")
     check_unreserved(names, "the table")
     if unit is not None and unit not in names:
         raise DataError(
@@ -200,7 +169,10 @@ def table(
         ident = f.monotonically_increasing_id() if unit is None else f.col(unit)
         frame = frame.withColumn(UNIT_ID, ident)
     elif unit is None:
-        frame = frame.with_columns(_content_identity(dtypes).alias(UNIT_ID))
+        # a row number: a position, which no step can read (a step naming the column is
+        # refused, and one reaching it unnamed, by pl.nth(0), a regex or a selector, is not
+        # row-wise and refused by check_rowwise); bounding hashes rows by content instead
+        frame = frame.with_row_index(UNIT_ID)
     else:
         frame = frame.with_columns(polars().col(unit).alias(UNIT_ID))
     # ``missing="raise"`` refuses nulls of the data as given, never the steps' output: a step
