@@ -11,8 +11,10 @@ and length-preservation analysis, before any data is read.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -52,6 +54,8 @@ NOT_ROWWISE: dict[str, Step] = {
     "min-max scaling": lambda q: q.with_columns(y=(x - x.min()) / (x.max() - x.min())),
     "filtered column": lambda q: q.with_columns(y=x.filter(x > 0)),
     "series literal": lambda q: q.with_columns(y=pl.lit(pl.Series([1, 2, 3]))),
+    "series": lambda q: q.with_columns(y=pl.Series([1, 2])),
+    "array": lambda q: q.with_columns(y=np.array([1, 2])),
     "python function": lambda q: q.with_columns(y=x.map_batches(lambda s: s.shift(1))),
     "python element function": lambda q: q.with_columns(
         y=x.map_elements(lambda v: v, return_dtype=pl.Float64)
@@ -76,6 +80,7 @@ ROWWISE: dict[str, Step] = {
     "struct hash": lambda q: q.with_columns(h=pl.struct("x", "g").hash()),
     "two predicates": lambda q: q.filter(x > 0, pl.col("g") < 5),
     "unit column": lambda q: q.with_columns(g=x),
+    "date literal": lambda q: q.with_columns(d=datetime.date(2020, 1, 1)),
 }
 
 

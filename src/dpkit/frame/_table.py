@@ -94,7 +94,10 @@ def _rowwise(expr: Any) -> bool:
     if isinstance(expr, _SCALARS):
         return True
     if not isinstance(expr, pl.Expr):
-        return False  # a Series, an array: values whose length depends on nothing here
+        try:  # a date, a Decimal: a scalar literal; a Series or an array: not one (refused)
+            expr = pl.lit(expr)
+        except Exception:
+            return False
     stack, seen = [expr], 0
     while stack:
         node = stack.pop()
