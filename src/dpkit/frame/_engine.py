@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import math
+from decimal import Decimal
 from typing import Any
 
 from dpkit.errors import DataError
@@ -37,6 +39,8 @@ def as_lazy(data: object, name: str = "data") -> Any:
     if mod.split(".")[0] == "pandas" and type(data).__name__ == "DataFrame":
         # Converted once; the index is not data (a privacy unit must be a column).
         try:
+            if name == "data":
+                return _private_pandas(data)
             return pl.from_pandas(data, include_index=False).lazy()
         except Exception as exc:  # Arrow's message quotes the offending value: not echoed
             raise DataError(
@@ -48,3 +52,39 @@ def as_lazy(data: object, name: str = "data") -> Any:
         f"{name} must be a Polars LazyFrame or DataFrame, a pandas DataFrame or (for the Spark "
         f"engine) a PySpark DataFrame; got {type(data).__name__}."
     )
+
+
+def _text(value: object) -> str | None:
+    """An object column's value as text; None for a missing one (None, NaN, NA, NaT) or one
+    without a text form (a ``__str__`` that fails, an int too long for ``str``)."""
+    if value is None or type(value).__name__ in ("NAType", "NaTType"):
+        return None
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, Decimal) and value.is_nan():
+        return None
+    try:
+        return str(value)
+    except Exception:  # a value that has no text is missing, like None
+        return None
+
+
+def _private_pandas(data: Any) -> Any:
+    """The private table from pandas, every column's Polars type chosen by its pandas dtype.
+
+    Arrow infers an ``object`` column's type from its values: one record holding a string, a
+    Decimal, a list or an int beyond 64 bits among numbers made the conversion fail (or changed
+    the column's type), so whether the query could be made depended on that record. An object
+    column is text here, whatever it holds (give numeric columns a numeric dtype).
+    """
+    pl = polars()
+    objects = [c for c, t in data.dtypes.items() if str(t) == "object"]  # not pandas str
+    rest = data.drop(columns=objects) if objects else data
+    frame = pl.from_pandas(rest, include_index=False)
+    if not objects:
+        return frame.lazy()
+    text = {
+        str(c): pl.Series(str(c), [_text(v) for v in data[c]], dtype=pl.String) for c in objects
+    }
+    columns = [text[str(c)] if str(c) in text else frame[str(c)] for c in data.columns]
+    return pl.DataFrame(columns).lazy()

@@ -18,7 +18,7 @@ from dpkit.frame._partition import combine, unit_partition
 from dpkit.frame._pipeline import ALL, ROWS, Layout, bound, missing_rows, prepare
 from dpkit.frame._selection import key_selection
 from dpkit.frame._spark import spark_refuse_missing, spark_schema_check, spark_totals
-from dpkit.frame._table import RESERVED, UNIT_ID, Table, check_unreserved
+from dpkit.frame._table import RESERVED, UNIT_ID, Table, check_unreserved, schema_names
 from dpkit.mechanisms._base import SupportsCharge, charge
 from dpkit.random import RNGLike, as_generator
 
@@ -119,8 +119,7 @@ class GroupedQuery:
         if len(set(names)) != len(names):
             raise DataError(f"aggregation names must be unique, got {names}; use alias=.")
         _check_output_names(by, aggs)
-        # the identity column is the bounding's, not a key or a value (a row number, with each
-        # row its own unit, depends on the rows before it)
+        # the identity column is the bounding's, not a key or a value
         check_unreserved([*by, *(c for a in aggs for c in a.columns)], "the keys and aggregations")
         self._aggs = aggs
         self._public = None if public_keys is None else self._public_frame(public_keys)
@@ -359,13 +358,17 @@ class GroupedQuery:
             return _no_overflow(*spark_totals(t.data, own, self._bounding, layout, plan, seeds))
         src = self._source()
         pl = polars()
-        checks = []  # refused before charging, in one pass over the data
-        if t.unit is not None:  # every row must have a unit
+        checks = []  # refused before charging, in one pass over the data as given
+        if t.unit is not None:  # every row must have a unit (UNIT_ID: fixed by the source)
             checks.append(pl.col(UNIT_ID).null_count().alias("__null_units"))
-        if t.missing == "raise" and layout.values:
-            checks.append(missing_rows(layout.values).alias("__missing"))
+        # Only the data's own nulls are refused: those a step makes (from a predicate on
+        # private values) are dropped by prepare, a row-wise filter; refusing them revealed
+        # whether any row satisfied the predicate, for free.
+        given = [c for c in layout.values if c in schema_names(t.source, "the table")]
+        if t.missing == "raise" and given:
+            checks.append(missing_rows(given).alias("__missing"))
         try:
-            found = src.select(checks).collect().row(0, named=True) if checks else {}
+            found = t.source.select(checks).collect().row(0, named=True) if checks else {}
         except Exception as exc:  # a transformation that fails on the data (a strict cast)
             raise DataError(
                 f"computing the bounded aggregates failed ({type(exc).__name__})."

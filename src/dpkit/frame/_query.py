@@ -11,7 +11,14 @@ from dpkit.errors import DataError
 from dpkit.frame._aggs import Aggregation
 from dpkit.frame._engine import as_lazy
 from dpkit.frame._grouped import GroupBy, GroupedQuery
-from dpkit.frame._table import Table, check_unnamed, check_unreserved, schema_names, table
+from dpkit.frame._table import (
+    Table,
+    check_rowwise,
+    check_unnamed,
+    check_unreserved,
+    schema_names,
+    table,
+)
 from dpkit.stats._events import is_replace
 
 __all__ = ["Query"]
@@ -33,9 +40,11 @@ class Query:
     missing : {"raise", "drop"}
         A row with a null or NaN in a column an aggregation reads: ``"raise"`` (default, as in
         :mod:`dpkit.stats`) refuses the release before anything is charged (the refusal reveals
-        that such a row exists); ``"drop"`` removes those rows before contribution bounding (a
-        row-wise filter: the guarantee holds, and the number of rows used stays private). Null
-        key values are not missing: they form a group of their own.
+        that such a row exists; only the table as given is read: a null a step makes is
+        dropped, as refusing it would answer any predicate on private values for free);
+        ``"drop"`` removes those rows before contribution bounding (a row-wise filter: the
+        guarantee holds, and the number of rows used stays private). Null key values are not
+        missing: they form a group of their own.
 
     Notes
     -----
@@ -43,12 +52,16 @@ class Query:
     (Dwork, McSherry, Nissim and Smith 2006: neighbouring tables differ in all the rows of one
     unit), provided the transformations (:meth:`filter`, :meth:`with_columns`, :meth:`join`) are
     *row-wise*: each output row depends only on one input row and public tables. Expressions
-    that look at other rows (``pl.col("x").mean()``, windows, ``shift``) would let one unit
-    change other units' rows, and are the caller's responsibility to avoid.
+    that look at other rows (``pl.col("x").mean()``, windows, ranks, ``shift``) would let one
+    unit change other units' rows: :meth:`filter` and :meth:`with_columns` refuse them (and
+    selectors, regexes and Python functions, which cannot be shown row-wise) from the
+    expression alone. A step that fails on some value (a strict cast) is refused before any
+    charge, and that refusal reveals that such a value exists: make steps total.
 
     Identity before transformation: each row's unit is fixed here, when the query is made (a
     hidden column, a copy of ``privacy_unit`` or a row number, under a reserved name no step may
-    write). Rows a join copies stay their unit's rows, counted by the contribution bounds, and
+    read or write, by name or through a selector).
+    Rows a join copies stay their unit's rows, counted by the contribution bounds, and
     redefining the unit's column later changes a column, never whom a row belongs to.
 
     Examples
@@ -93,6 +106,7 @@ class Query:
         """Keep the rows where every (row-wise) Polars predicate holds."""
         self._polars_only("filter")
         check_unnamed(predicates, "filter")
+        check_rowwise(predicates, "filter")
         return self._derive(
             self._table.data.filter(*predicates), f"filter {len(predicates)} predicate(s)"
         )
@@ -109,6 +123,7 @@ class Query:
         check_unnamed([*exprs, *named.values()], "with_columns")
         # the names the expressions write, from the plan's schema (no data are read)
         check_unreserved(schema_names(data.select(*exprs, **named), "with_columns"), "with_columns")
+        check_rowwise([*exprs, *named.values()], "with_columns")
         names = [*named]
         return self._derive(data.with_columns(*exprs, **named), f"derive columns {names}")
 

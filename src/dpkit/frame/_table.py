@@ -9,7 +9,8 @@ output moved onto the unit's name) overwrote the unit column, so one person's ro
 "units". So the identity is fixed when the :class:`~dpkit.frame.Query` is made: a hidden column
 :data:`UNIT_ID` (a copy of the declared unit column, or a row number where every row is its own
 unit) is added to the table before any step, every copy a join makes carries it, and no step may
-write a column whose name starts with :data:`RESERVED`. Bounding reads only that column.
+read or write a column whose name starts with :data:`RESERVED` (by name, or unnamed through a
+selector: :func:`check_rowwise`). Bounding reads only that column.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ __all__ = [
     "RESERVED",
     "UNIT_ID",
     "Table",
+    "check_rowwise",
     "check_unnamed",
     "check_unreserved",
     "schema_names",
@@ -48,6 +50,7 @@ class Table:
     replace: bool
     spark: bool
     missing: Missing  # the caller's policy for nulls/NaN in aggregated columns
+    source: Any = None  # the table as given (with UNIT_ID): missing="raise" reads it, see below
     steps: tuple[str, ...] = ()
 
     def derive(self, data: Any, step: str) -> Table:
@@ -74,6 +77,62 @@ def check_unnamed(exprs: Iterable[Any], what: str) -> None:
         if meta is not None and hasattr(meta, "root_names"):
             names += [str(n) for n in meta.root_names()]
     check_unreserved(names, what)
+
+
+_SCALARS = (str, int, float, bool, type(None))
+_MAX_DEPTH = 10_000  # nodes walked per expression; deeper ones are refused, not trusted
+
+
+def _rowwise(expr: Any) -> bool:
+    """Whether every node of ``expr`` is row-separable and keeps the frame's length (or is a
+    scalar literal), by Polars' own analysis of the expression (no data, no schema).
+
+    A node that cannot be analysed without a schema (a selector such as ``pl.nth(0)``, a
+    regex, several columns in one ``pl.col``) or a Python function (which may keep state
+    between rows or batches) cannot be shown row-wise, so it is not."""
+    pl = polars()
+    if isinstance(expr, _SCALARS):
+        return True
+    if not isinstance(expr, pl.Expr):
+        try:  # a date, a Decimal: a scalar literal; a Series or an array: not one (refused)
+            expr = pl.lit(expr)
+        except Exception:
+            return False
+    stack, seen = [expr], 0
+    while stack:
+        node = stack.pop()
+        seen += 1
+        if seen > _MAX_DEPTH:
+            return False
+        try:
+            meta = node.meta
+            text = str(node)
+            separable = meta.is_row_separable()
+            whole = meta.is_length_preserving() or (meta.is_literal() and meta.is_scalar())
+            inputs = meta.pop()
+        except Exception:  # Polars cannot analyse it without a schema: refuse, never guess
+            return False
+        if not (separable and whole) or "python_udf" in text:
+            return False
+        stack += [e for e in inputs if not e.meta.eq(node)]
+    return True
+
+
+def check_rowwise(exprs: Iterable[Any], what: str) -> None:
+    """Refuse (from the expressions alone, never from values) a step that is not row-wise.
+
+    The release protects a unit only if each output row depends on one input row and public
+    values: an aggregate (``pl.col("x") > pl.col("x").mean()``), a window, a rank, a shift, a
+    row number or a Python function lets one unit's rows change every other unit's rows."""
+    for e in exprs:
+        if not _rowwise(e):
+            raise DataError(
+                f"{what} has an expression that is not row-wise (it looks at other rows: an "
+                "aggregate, a window, a rank, a shift, a row number, a filter inside it), or "
+                "one Polars cannot analyse without the table (a selector, a regex, several "
+                "columns in one pl.col, a Python function, a Series): each output row must "
+                "depend on one input row only. Name each column and use row-wise expressions."
+            )
 
 
 def schema_names(lf: Any, what: str) -> list[str]:
@@ -113,7 +172,13 @@ def table(
         ident = f.monotonically_increasing_id() if unit is None else f.col(unit)
         frame = frame.withColumn(UNIT_ID, ident)
     elif unit is None:
+        # a row number: a position, which no step can read (a step naming the column is
+        # refused, and one reaching it unnamed, by pl.nth(0), a regex or a selector, is not
+        # row-wise and refused by check_rowwise); bounding hashes rows by content instead
         frame = frame.with_row_index(UNIT_ID)
     else:
         frame = frame.with_columns(polars().col(unit).alias(UNIT_ID))
-    return Table(frame, unit, neighbouring, repl, spark, missing)
+    # ``missing="raise"`` refuses nulls of the data as given, never the steps' output: a step
+    # can make a null from any predicate on private values (``pl.when(user == 123).then(None)``,
+    # a left join missing a key), and refusing it was a membership oracle at ε = 0
+    return Table(frame, unit, neighbouring, repl, spark, missing, source=frame)
