@@ -31,7 +31,10 @@ def _real(value: object, name: str) -> float:
         raise PrivacyParameterError(
             f"{name} must be a real number, got {type(value).__name__} ({value!r})."
         )
-    x = float(value)
+    try:
+        x = float(value)
+    except OverflowError:  # an int or Fraction beyond every float: as large as infinity
+        x = math.inf if value > 0 else -math.inf  # type: ignore[operator]
     if math.isnan(x):
         raise PrivacyParameterError(f"{name} is NaN; give a finite positive number.")
     return x

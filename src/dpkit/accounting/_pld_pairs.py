@@ -270,6 +270,14 @@ def _subsample_atoms(
 
 
 def _event_atoms(event: Event) -> tuple[Array, Array, Array, float, float] | None:
+    # A discrete pair has about Δ + 24σ atoms: past a single event's loss grid (MAX_BINS) it is
+    # not enumerated (Δ = 2³³ asked for a 64 GiB array) but left to the other methods.
+    if isinstance(event, DiscreteLaplaceEvent) and event.sensitivity > MAX_BINS:
+        raise Unsupported("too many atoms for the PLD method")
+    if isinstance(event, DiscreteGaussianEvent) and (
+        event.sensitivity + 24 * event.sigma > MAX_BINS
+    ):
+        raise Unsupported("too many atoms for the PLD method")
     if isinstance(event, DiscreteLaplaceEvent):
         loss, p, q = discrete_laplace_atoms(event.scale, event.sensitivity)
         return loss, p, q, 0.0, 0.0

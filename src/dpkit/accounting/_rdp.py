@@ -191,10 +191,12 @@ def _curve(event: Event, a: Orders) -> Curve:
     if isinstance(event, LaplaceEvent):
         return _laplace_curve(event.sensitivity / event.scale, a)
     if isinstance(event, DiscreteLaplaceEvent):
-        from dpkit.accounting._pld_pairs import discrete_laplace_atoms
+        from dpkit.accounting._pld_pairs import MAX_BINS, discrete_laplace_atoms
 
-        _, p, q = discrete_laplace_atoms(event.scale, event.sensitivity)
         pure = _binary_rr_curve(event.sensitivity / event.scale, a)
+        if event.sensitivity > MAX_BINS:  # too many atoms to list: the ε-DP curve alone
+            return pure
+        _, p, q = discrete_laplace_atoms(event.scale, event.sensitivity)
         return np.minimum(_atoms_curve(p, q, a), pure)
     if isinstance(event, RandomizedResponseEvent):
         return _atoms_curve(*_rr_atoms(event.epsilon, event.categories), a)

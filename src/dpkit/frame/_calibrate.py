@@ -190,6 +190,12 @@ def noise_plan(
     out: list[MeasureNoise] = []
     share = 1.0 / len(measures)
     rho_total = rho_for(eps_m, delta_m) if noise == "gaussian" else 0.0
+    if (eps_m * share if noise == "laplace" else rho_total * share) <= 0:
+        # a subnormal ε (5e-324) split between measures underflows to 0: no noise is wide enough
+        raise PrivacyParameterError(
+            "epsilon is too small to be split between the measures (a share of it is 0 in "
+            "floating point); use a larger epsilon."
+        )
     for m in measures:
         c, total, coords = bounding.caps(m)
         coords *= factor

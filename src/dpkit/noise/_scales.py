@@ -59,8 +59,10 @@ def _rounded(value: object, name: str, max_numerator: int) -> tuple[int, int]:
     else:
         num, den = a << -k, 1
     if num > max_numerator:
+        # (a scale beyond every float, e.g. Δ / 5e-324 computed exactly, has no float to show)
+        shown = f"{float(frac):.6g}" if frac < Fraction(2) ** 1023 else "(beyond 1.7e308)"
         raise PrivacyParameterError(
-            f"{name}={float(frac):.6g} is too large for exact sampling (limit "
+            f"{name}={shown} is too large for exact sampling (limit "
             f"{float(max_numerator):.3g}); rescale the query so the noise scale is smaller."
         )
     reduced = Fraction(num, den)

@@ -87,9 +87,13 @@ class Plan:
         return r
 
 
-def _sampleable(sigma: float) -> float:
-    """``sigma``, refused (``PrivacyParameterError``) when the exact sampler cannot draw it: here,
-    at construction, rather than at the first measurement, after the fit was charged."""
+def _sampleable(sens: float, rho: float) -> float:
+    """The σ of a Gaussian step with sensitivity ``sens`` and ``rho`` of the budget, refused
+    (``PrivacyParameterError``) when the exact sampler cannot draw it: here, at construction,
+    rather than at the first measurement, after the fit was charged."""
+    root = math.sqrt(2 * rho)
+    # a share of a subnormal ρ underflows to 0: an infinite σ, refused by the sampler's check
+    sigma = sens / root if root > 0 else math.inf
     sampled_sigma(sigma)
     return sigma
 
@@ -102,11 +106,11 @@ def make_plan(method: str, rho: float, columns: int, replace: bool, max_cells: i
     rounds = 0 if method == "independent" else columns - 1
     share = ONE_WAY_SHARE[method] if rounds else 1.0
     rho1 = rho * share / columns
-    sigma1 = _sampleable(sens / math.sqrt(2 * rho1))
+    sigma1 = _sampleable(sens, rho1)
     if not rounds:
         return Plan(method, rho, columns, sigma1, 0, 1.0, 1.0, sens, max_cells)
     per_round = rho * (1 - share) / rounds
     sel = SELECT_SHARE[method]
     eps_sel = math.sqrt(8 * per_round * sel)
-    sigma_r = _sampleable(sens / math.sqrt(2 * per_round * (1 - sel)))
+    sigma_r = _sampleable(sens, per_round * (1 - sel))
     return Plan(method, rho, columns, sigma1, rounds, eps_sel, sigma_r, sens, max_cells)

@@ -145,7 +145,8 @@ class ChargeBatches:
         the ones before it. Nothing is written for a refused one (its error is returned)."""
         q = self._sql
         lock = " FOR UPDATE" if self.postgres else ""
-        # Lock order in every transaction: dataset rows by name, then budget rows (no deadlock).
+        # Lock order in every transaction: dataset rows by name, then budget rows, then the
+        # analysts' key locks (no deadlock).
         ds: dict[str, list[int] | None] = {}
         for name in sorted({a.dataset for a in asks}):
             row = conn.execute(
@@ -160,6 +161,14 @@ class ChargeBatches:
                   "analyst = ? AND dataset = ?" + lock), key,
             ).fetchone()  # fmt: skip
             bud[key] = None if row is None else list(row)
+        if self.postgres:
+            # An idempotency key is the analyst's, not the dataset's: two requests with one key
+            # on two datasets lock no common row, so both found the key unused and the second
+            # insert broke the unique (analyst, idem_key) constraint (a 500 for its whole
+            # batch). A transaction lock per analyst with a key, taken last and in order, makes
+            # the second one wait and then see the first one's charge.
+            for who in sorted({a.analyst for a in asks if a.idem_key is not None}):
+                conn.execute("SELECT pg_advisory_xact_lock(4243, hashtext(%s))", (who,))
         now = time.time()
         out: list[Charge | DPKitError] = []
         new: dict[tuple[str, str], tuple[str, Charge]] = {}  # idempotency keys of this batch

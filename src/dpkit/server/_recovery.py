@@ -17,9 +17,15 @@ Which processes are running is known from locks the kernel drops when a process 
   lock knows that process is gone, and resolves its ``reserved`` charges (a worker that
   replaces one that died resolves the dead one's charges, while the others keep answering);
 * every process also holds the *liveness* lock ``data_dir/.dpkit.live`` shared; one that can
-  take it exclusively is alone, and resolves every ``reserved`` charge (those made before
-  charges recorded their process, too). It holds it exclusively until it is done, so no other
-  process answers meanwhile.
+  take it exclusively is alone, and also resolves the ``reserved`` charges made before charges
+  recorded their process. It holds it exclusively until it is done, so no other process
+  answers meanwhile.
+
+Only processes of this data directory are ever judged: a ledger may be shared by services on
+other data directories (a PostgreSQL database serving several hosts), whose processes' locks
+are not here. Their charges are left alone, even by a process alone in its own directory (it
+once resolved every ``reserved`` charge of the ledger, and marked ``lost`` answers that another
+service was about to send).
 """
 
 from __future__ import annotations
@@ -168,7 +174,7 @@ def recover(
         with data_lock():
             liveness.claim()
             dead = liveness.dead_owners()
-            resolve_orphans(ledger, None if alone else dead)
+            resolve_orphans(ledger, dead, unowned=alone)
             liveness.forget(dead)
     finally:
         if alone:
@@ -184,21 +190,22 @@ def lost(charge: Charge) -> AnswerLostError:
     )
 
 
-def resolve_orphans(ledger: Ledger, owners: list[str] | None) -> int:
-    """Mark ``reserved`` charges ``lost``: those of ``owners`` (processes that are gone), or
-    every one (``None``: only when no process of the service runs).
+def resolve_orphans(ledger: Ledger, owners: list[str], *, unowned: bool = False) -> int:
+    """Mark ``reserved`` charges ``lost``: those of ``owners`` (processes of this data directory
+    that are gone) and, with ``unowned`` (only when no process of this data directory runs),
+    those that recorded no process (made before charges recorded theirs).
 
     Nothing is refunded: noise may have been drawn before the crash. Each one gets an audit row
     (``lost <id>``). Returns how many were resolved.
     """
-    if owners is not None and not owners:
+    if not owners and not unowned:
         return 0
     q = ledger._sql
-    where = "status = 'reserved'"
-    args: tuple[Any, ...] = ()
-    if owners is not None:
-        where += f" AND owner IN ({', '.join('?' * len(owners))})"
-        args = tuple(owners)
+    which = [f"owner IN ({', '.join('?' * len(owners))})"] if owners else []
+    if unowned:
+        which.append("owner IS NULL")
+    where = f"status = 'reserved' AND ({' OR '.join(which)})"
+    args: tuple[Any, ...] = tuple(owners)
     with ledger._tx() as conn:
         rows = conn.execute(
             q(f"SELECT id, analyst, dataset, request_json, epsilon, delta FROM charges "

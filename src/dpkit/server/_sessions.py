@@ -75,13 +75,20 @@ class SessionStore:
         sid, digest = secrets.token_urlsafe(24), _digest(token)
         q = self._ledger._sql
         with self._ledger._tx() as conn:
-            row = conn.execute(
-                q("SELECT s.principal, s.key_hash, s.expires FROM sessions s JOIN principals p "
-                  "ON p.id = s.principal AND p.key_hash = s.key_hash "
-                  "WHERE s.id = ? AND s.kind = 'link'"), (digest,),
-            ).fetchone()  # fmt: skip
-            conn.execute(q("DELETE FROM sessions WHERE id = ? AND kind = 'link'"), (digest,))
-            if row is None or row[2] < now:
+            # The link is taken by its deletion: of requests racing on one link, one deletes it
+            # (PostgreSQL's read committed let each read it before any deletion was committed,
+            # and each opened a session).
+            rows = conn.execute(
+                q("DELETE FROM sessions WHERE id = ? AND kind = 'link' "
+                  "RETURNING principal, key_hash, expires"), (digest,),
+            ).fetchall()  # fmt: skip
+            if not rows or rows[0][2] < now:
+                return None
+            row = rows[0]
+            current = conn.execute(
+                q("SELECT 1 FROM principals WHERE id = ? AND key_hash = ?"), (row[0], row[1])
+            ).fetchone()
+            if current is None:  # made with a key its principal no longer has
                 return None
             conn.execute(
                 q("INSERT INTO sessions (id, kind, principal, key_hash, expires) "
