@@ -15,6 +15,7 @@ from dpkit.accounting._charge import charge_release
 from dpkit.errors import BudgetExceededError, DataError, PrivacyParameterError
 from dpkit.noise import as_finite_array, laplace, laplace_grid, rounded_sensitivity
 from dpkit.random import RNGLike, as_generator
+from dpkit.stats._data import object_records
 
 __all__ = ["Thresholdout"]
 
@@ -41,13 +42,7 @@ def _records(data: object, name: str) -> npt.NDArray[Any]:
             if arr.dtype.kind in "US":
                 arr = np.array(data, dtype=object)
         except (TypeError, ValueError):
-            try:
-                items = list(data)  # type: ignore[call-overload]
-            except TypeError:
-                raise DataError(f"{name} must be an array of records.") from None
-            arr = np.empty(len(items), dtype=object)
-            for i, item in enumerate(items):
-                arr[i] = item
+            arr = object_records(data, f"{name} must be an array of records.")
     if arr.ndim == 0:
         raise DataError(f"{name} must be an array of records, one per row (or entry).")
     return arr

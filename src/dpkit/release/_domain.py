@@ -21,6 +21,7 @@ import numpy.typing as npt
 
 from dpkit._missing import MISSING_DEFAULT, Missing, check_missing, missing_error, object_to_float
 from dpkit.errors import DataError
+from dpkit.stats._data import object_records
 
 __all__ = [
     "DROPPED",
@@ -445,27 +446,15 @@ def table_columns(
         try:
             arr = np.asarray(to_numpy() if callable(to_numpy) else col)
         except ValueError:  # ragged nested values
-            arr = _object_column(col, k)
+            arr = object_records(col, f"column {k!r} must be 1-d.")
         if arr.dtype.kind in "US" and not isinstance(col, np.ndarray):
             # a list typed by its values (one string makes NaN the text "nan"): keep each value
             arr = np.asarray(col, dtype=object)
         if arr.ndim != 1 and not isinstance(col, np.ndarray):
             # a list whose values are themselves lists: one value per record, whatever they
             # hold (the domain then maps or drops them); refusing here would depend on a value
-            arr = _object_column(col, k)
+            arr = object_records(col, f"column {k!r} must be 1-d.")
         if arr.ndim != 1:
             raise DataError(f"column {k!r} must be 1-d.")
         out[k] = arr
     return out
-
-
-def _object_column(col: object, name: str) -> npt.NDArray[Any]:
-    """A sequence as a 1-d object array, one element per record (nested values kept whole)."""
-    try:
-        items = list(col)  # type: ignore[call-overload]
-    except TypeError:
-        raise DataError(f"column {name!r} must be 1-d.") from None
-    arr = np.empty(len(items), dtype=object)
-    for i, v in enumerate(items):
-        arr[i] = v
-    return arr

@@ -18,11 +18,29 @@ __all__ = [
     "as_vector",
     "check_bounds",
     "check_n",
+    "object_records",
     "records",
     "refuse_empty_public",
 ]
 
 FloatArray = npt.NDArray[np.float64]
+
+
+def object_records(items: object, refusal: str) -> npt.NDArray[np.object_]:
+    """``items`` as a 1-d object array, one element per record, nested values kept whole.
+
+    NumPy would read a list of records by their shapes and types together (one ragged or text
+    record changes how every other is read); this reads each record alone. ``refusal`` is the
+    message when ``items`` is not a sequence (a public property of the argument, not of a value).
+    """
+    try:
+        seq = list(items)  # type: ignore[call-overload]
+    except TypeError:
+        raise DataError(refusal) from None
+    arr = np.empty(len(seq), dtype=object)
+    for i, v in enumerate(seq):
+        arr[i] = v
+    return arr
 
 
 def _as_float_array(x: object, name: str) -> FloatArray:
