@@ -23,18 +23,18 @@ from dpkit.server._dashboard import dashboard_page
 from dpkit.server._json import compact, parse_strict
 from dpkit.server._ledger import NoBudgetError
 from dpkit.server._numbers import real
-from dpkit.server._pricing import PricingBusyError
-from dpkit.server._recovery import AnswerLostError, InProgressError
-from dpkit.server._registry import QueryRegistry
-from dpkit.server._sanitize import audit_name, audit_path, audit_text
-from dpkit.server._service import (
+from dpkit.server._outcomes import (
     AuthError,
-    Curator,
     ForbiddenError,
     NotFoundError,
     QueryFailedError,
     result_json,
 )
+from dpkit.server._pricing import PricingBusyError
+from dpkit.server._recovery import AnswerLostError, InProgressError
+from dpkit.server._registry import QueryRegistry
+from dpkit.server._sanitize import audit_name, audit_path, audit_text
+from dpkit.server._service import Curator
 from dpkit.server._sessions import SessionStore
 
 __all__ = ["CONFIG_DIGEST_ENV", "CONFIG_ENV", "MASTER_ENV", "create_app", "worker_app"]

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from dpkit.accounting._budget import quoted
-from dpkit.errors import DataError, DPKitError
+from dpkit.errors import DataError
 from dpkit.noise import NoisePool
 from dpkit.server._auth import Principal, key_id, new_key, verify_key
 from dpkit.server._config import ServerConfig
@@ -30,6 +30,14 @@ from dpkit.server._ingest import load_table, read_source, resolve_source, store_
 from dpkit.server._ledger import Charge, Ledger, StaleDatasetError
 from dpkit.server._locks import flocked
 from dpkit.server._numbers import real
+from dpkit.server._outcomes import (
+    AuthError,
+    ForbiddenError,
+    NotFoundError,
+    QueryFailedError,
+    released,
+    result_json,
+)
 from dpkit.server._pricing import NotPriced, PricingGate, here, not_on_the_loop
 from dpkit.server._queries import clamped
 from dpkit.server._recovery import Liveness, lost, recover, wait_for_answer, wait_for_answer_async
@@ -41,40 +49,6 @@ __all__ = ["AuthError", "Curator", "ForbiddenError", "NotFoundError", "QueryFail
 _IDEM = re.compile(r"[A-Za-z0-9_.:-]{1,100}")
 _TOP = {"dataset", "query", "dry_run", "dummy", "idempotency_key"}
 _STALE_RETRIES = 3
-
-
-class AuthError(DPKitError):
-    """No key, or a key that matches no one (HTTP 401)."""
-
-
-class ForbiddenError(DPKitError):
-    """The caller may not do this (HTTP 403)."""
-
-
-class NotFoundError(DPKitError):
-    """No such dataset or result, for this caller (HTTP 404)."""
-
-
-class QueryFailedError(DPKitError):
-    """The computation failed after the charge (HTTP 500); the message says if it was refunded."""
-
-
-def result_json(charge: Charge) -> dict[str, Any]:
-    """What an analyst is shown of a charge: request, cost, status and (if released) answer."""
-    out: dict[str, Any] = {
-        "id": charge.id,
-        "dataset": charge.dataset,
-        "query": charge.request.get("query"),
-        "request": charge.request,
-        "epsilon": charge.epsilon,
-        "delta": charge.delta,
-        "status": charge.status,
-        "created": charge.created,
-        "replayed": charge.replayed,
-    }
-    if charge.result is not None:
-        out.update(charge.result)
-    return out
 
 
 class _Failed(Exception):
@@ -93,12 +67,6 @@ class _Plan:
     prepared: Prepared
     alpha: Any
     charge_args: tuple[str, str, dict[str, Any], float, float, str | None, int]
-
-
-def _released(charge: Charge, result: dict[str, Any]) -> dict[str, Any]:
-    out = result_json(charge)
-    out.update(result, status="released")
-    return out
 
 
 class Curator:
@@ -360,7 +328,7 @@ class Curator:
                     error = await asyncio.to_thread(self._failure, charge, failed)
                     raise error from failed.__cause__
                 await self.ledger.release_async(charge.id, result)
-                return _released(charge, result)
+                return released(charge, result)
             except StaleDatasetError:
                 await asyncio.to_thread(self.refresh)
         raise QueryFailedError("the dataset keeps being replaced; nothing was charged, try again.")
@@ -386,7 +354,7 @@ class Curator:
             return self._replay(charge)
         result = self._answer(planned, charge)
         self.ledger.release(charge.id, result)
-        return _released(charge, result)
+        return released(charge, result)
 
     def _plan(
         self,
