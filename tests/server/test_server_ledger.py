@@ -171,8 +171,6 @@ def test_group_commit_under_threads(ledger: Ledger) -> None:
             outcomes.append("ok")
         except BudgetExceededError:
             outcomes.append("refused")
-        finally:
-            ledger.close()
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(50)]
     for t in threads:

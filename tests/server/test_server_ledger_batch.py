@@ -41,8 +41,6 @@ def _one_batch(ledger: Ledger, asks: list[tuple[Any, ...]]) -> list[Any]:
             out[i] = ledger.reserve(*asks[i])
         except Exception as exc:
             out[i] = exc
-        finally:
-            ledger.close()  # this thread's connection, if it led the batch
 
     with group._lock:
         for i in range(len(asks)):  # one at a time, so that the queue keeps this order
@@ -100,11 +98,8 @@ def test_answers_of_a_batch_are_stored_together(ledger: Ledger) -> None:
     done: list[int] = []
 
     def release(i: int) -> None:
-        try:
-            ledger.release(charges[i].id, {"value": float(i)})
-            done.append(i)
-        finally:
-            ledger.close()
+        ledger.release(charges[i].id, {"value": float(i)})
+        done.append(i)
 
     with group._lock:
         threads = [threading.Thread(target=release, args=(i,)) for i in range(6)]

@@ -85,8 +85,6 @@ def test_a_refund_takes_the_row_locks_in_the_order_charges_do(pg_db: str) -> Non
             led.fail(cid, refund=True)
         except BaseException as exc:  # collected for the assertion below
             errors.append(exc)
-        finally:
-            led.close()
 
     with psycopg.connect(pg_db, autocommit=True) as charge:
         charge.execute("SET lock_timeout = '20s'")

@@ -167,9 +167,7 @@ def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> A
         sys.setswitchinterval(0.001)
         yield
         state["audit"].close()
-        curator.ledger.stop_checkpoints()
-        curator.liveness.close()
-        curator.pricing.close()
+        curator.close()
 
     app = FastAPI(
         title="dpkit curator",

@@ -19,10 +19,12 @@ So after ``kill -9`` at any moment the ledger holds every charge, and no release
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -52,11 +54,18 @@ def _serialization_failure(exc: BaseException) -> bool:
     return getattr(exc, "sqlstate", None) in ("40001", "40P01")
 
 
+def _close_all(held: list[tuple[threading.Thread, Any]]) -> None:
+    while held:
+        with contextlib.suppress(Exception):  # a connection already broken needs no closing
+            held.pop()[1].close()
+
+
 class Ledger(AuditQueries, ChargeBatches):
     """Budgets and charges in an SQL database given by URL.
 
     ``sqlite:///path/to/ledger.db`` (or a plain path) for the embedded default, or
-    ``postgresql://user@host:port/db``. One connection per thread.
+    ``postgresql://user@host:port/db``. One connection per thread, opened on the thread's first
+    use; :meth:`close` closes all of them.
 
     Examples
     --------
@@ -73,6 +82,13 @@ class Ledger(AuditQueries, ChargeBatches):
         self.owner: str | None = None
         self.postgres = url.startswith(("postgresql://", "postgres://"))
         self._local = threading.local()
+        # Each thread's connection with its thread, also known here so that close() ends them
+        # all. A connection whose thread has ended is closed when the next one is opened, and
+        # every one when the ledger is collected: none is left to the collector open.
+        self._held: list[tuple[threading.Thread, Any]] = []
+        self._held_lock = threading.Lock()
+        self._generation = 0
+        weakref.finalize(self, _close_all, self._held)
         # The service checkpoints the SQLite log in a thread of its own (:mod:`._checkpoint`).
         self._checkpoints = background_checkpoints and not self.postgres
         self._checkpointer: Checkpointer | None = None
@@ -130,17 +146,30 @@ class Ledger(AuditQueries, ChargeBatches):
             ck.stop()
 
     def _conn(self) -> Any:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._local.conn = self._connect()
+        held = getattr(self._local, "held", None)
+        if held is not None and held[0] == self._generation:
+            return held[1]
+        conn = self._connect()
+        with self._held_lock:
+            ended = [h for h in self._held if not h[0].is_alive()]
+            self._held[:] = [h for h in self._held if h[0].is_alive()]
+            self._held.append((threading.current_thread(), conn))
+            self._local.held = (self._generation, conn)
+        _close_all(ended)
         return conn
 
     def close(self) -> None:
-        """Close this thread's connection."""
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
+        """Close every connection this ledger has opened, in any thread.
+
+        Call it when no thread is using the ledger any more (the service does, when it stops).
+        The ledger stays usable: a thread's next statement opens a new connection.
+        """
+        with self._held_lock:
+            held = self._held[:]
+            self._held.clear()
+            self._generation += 1
+        self._local.held = None
+        _close_all(held)
 
     def _sql(self, sql: str) -> str:
         return sql.replace("?", "%s") if self.postgres else sql

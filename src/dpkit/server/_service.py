@@ -155,6 +155,15 @@ class Curator:
                         self._register(dict(spec))
         self.refresh()
 
+    def close(self) -> None:
+        """Stop serving: the ledger's background checkpoints (after a last one), this process's
+        liveness lock, the pricing threads, and every ledger connection. Call it when no request
+        is in flight (the service does, when it stops)."""
+        self.ledger.stop_checkpoints()
+        self.liveness.close()
+        self.pricing.close()
+        self.ledger.close()
+
     def _finish_interrupted_registrations(self) -> None:
         """Complete a registration whose process was killed between its steps (under the lock).
 
