@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -251,10 +252,14 @@ class _ChargeFirst(dpf.GroupedQuery):
         self._exact(plan, (1, 2, 3, 4))
 
 
-def _fails_cleanly(cls: type[dpf.GroupedQuery]) -> bool:
-    df = _df().with_columns(y=pl.col("s"))
-    q = dpf.Query(df, privacy_unit="user").with_columns(y=pl.col("y").cast(pl.Int64))
+def _fails_cleanly(cls: type[dpf.GroupedQuery], tmp_path: Path) -> bool:
+    # A plan that fails when it runs: the file changes under a lazy scan after the query is
+    # made (a step cannot fail on a value: such steps are refused when added)
+    path = tmp_path / "t.csv"
+    _df().with_columns(y=pl.lit(1)).write_csv(path)
+    q = dpf.Query(pl.scan_csv(path), privacy_unit="user")
     g = q.group_by("key", public_keys=["a"]).agg(dpf.sum("y", bounds=(0, 1)))
+    _df().with_columns(y=pl.lit("not a number")).write_csv(path)
     g.__class__ = cls
     acct = _acct()
     with pytest.raises(DataError):
@@ -262,9 +267,9 @@ def _fails_cleanly(cls: type[dpf.GroupedQuery]) -> bool:
     return not acct.ledger
 
 
-def test_no_failure_after_charge() -> None:
-    assert _fails_cleanly(dpf.GroupedQuery)
-    assert not _fails_cleanly(_ChargeFirst)
+def test_no_failure_after_charge(tmp_path: Path) -> None:
+    assert _fails_cleanly(dpf.GroupedQuery, tmp_path)
+    assert not _fails_cleanly(_ChargeFirst, tmp_path)
 
 
 def test_distinct_units_sensitivity_with_a_row_cap_below_the_key_cap() -> None:

@@ -19,6 +19,7 @@ from dpkit.frame._table import (
     schema_names,
     table,
 )
+from dpkit.frame._total import check_total
 from dpkit.stats._events import is_replace
 
 __all__ = ["Query"]
@@ -107,6 +108,7 @@ class Query:
         self._polars_only("filter")
         check_unnamed(predicates, "filter")
         check_rowwise(predicates, "filter")
+        check_total(predicates, self._table.data, "filter")
         return self._derive(
             self._table.data.filter(*predicates), f"filter {len(predicates)} predicate(s)"
         )
@@ -124,6 +126,7 @@ class Query:
         # the names the expressions write, from the plan's schema (no data are read)
         check_unreserved(schema_names(data.select(*exprs, **named), "with_columns"), "with_columns")
         check_rowwise([*exprs, *named.values()], "with_columns")
+        check_total([*exprs, *named.values()], data, "with_columns")
         names = [*named]
         return self._derive(data.with_columns(*exprs, **named), f"derive columns {names}")
 
