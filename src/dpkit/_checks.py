@@ -28,9 +28,7 @@ def _real(value: object, name: str) -> float:
     if value is None:
         raise PrivacyParameterError(f"{name} is required; got None.")
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise PrivacyParameterError(
-            f"{name} must be a real number, got {type(value).__name__} ({value!r})."
-        )
+        raise PrivacyParameterError(f"{name} must be a real number, got {type(value).__name__}.")
     try:
         x = float(value)
     except OverflowError:  # an int or Fraction beyond every float: as large as infinity

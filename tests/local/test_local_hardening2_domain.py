@@ -126,3 +126,17 @@ def test_randomized_response_reports_an_answer_outside_as_the_last_category(outs
         rr.randomize([*base, np.nan], rng=seeded(4))
     dropped = rr.randomize([*base, np.nan], rng=seeded(4), missing="drop")
     np.testing.assert_array_equal(dropped, rr.randomize(base, rng=seeded(4)))
+
+
+def test_prefix_extension_cuts_a_long_string_to_its_declared_length() -> None:
+    # PEM's domain is strings of at most `length` bytes: a longer one is cut to that length,
+    # so a batch holding it is answered, and exactly as if the user had sent the cut string
+    from dpkit.local import PrefixExtension
+
+    pem = PrefixExtension(epsilon=2.0, length=3, top=2, step=4)
+    words = ["cat", "dog", "emu"] * 20
+    long = pem.randomize([*words, "elephant"], rng=7)
+    cut = pem.randomize([*words, "ele"], rng=7)
+    assert pem.encode("elephant") == pem.encode("ele")
+    assert np.array_equal(np.asarray(long.values), np.asarray(cut.values))
+    assert "€" not in pem.decode(pem.encode("ab€"))  # a character cut in two is not invented

@@ -131,10 +131,11 @@ class PrefixExtension:
         )
 
     def encode(self, value: str) -> int:
-        """The ``8·length``-bit integer of a string (UTF-8, zero-padded)."""
-        raw = value.encode()
-        if len(raw) > self.length:
-            raise DataError(f"strings must be at most {self.length} bytes in UTF-8.")
+        """The ``8·length``-bit integer of a string (UTF-8, zero-padded).
+
+        A longer string is cut to its first ``length`` bytes (the declared domain), never
+        refused: a refusal of a batch would reveal that one user's string is long."""
+        raw = value.encode()[: self.length]
         return int.from_bytes(raw.ljust(self.length, b"\0"), "big")
 
     def decode(self, code: int) -> str:

@@ -426,19 +426,20 @@ class Ledger(AuditQueries, ChargeBatches):
 
     def fail(self, cid: str, *, refund: bool) -> None:
         """Mark a charge failed; refund it only if no noise was drawn (``refund=True``)."""
+        status = "refunded" if refund else "failed"
         with self._tx() as conn:
+            # One statement reads and moves the status: on PostgreSQL a second fail (or a
+            # release) of the same charge waits for this row's lock, then finds it no longer
+            # reserved, so a charge is refunded at most once and never after its answer.
             row = conn.execute(
-                self._sql("SELECT analyst, dataset, epsilon, delta, status FROM charges "
-                          "WHERE id = ?"), (cid,),
+                self._sql("UPDATE charges SET status = ?, finished = ? "
+                          "WHERE id = ? AND status = 'reserved' "
+                          "RETURNING analyst, dataset, epsilon, delta"),
+                (status, time.time(), cid),
             ).fetchone()  # fmt: skip
-            if row is None or row[4] != "reserved":
+            if row is None:
                 return
             a, d, eu, du = row[0], row[1], row[2], row[3]
-            status = "refunded" if refund else "failed"
-            conn.execute(
-                self._sql("UPDATE charges SET status = ?, finished = ? WHERE id = ?"),
-                (status, time.time(), cid),
-            )
             if refund:
                 # Dataset row first, then budget row: the lock order of a charge (no deadlock).
                 conn.execute(
