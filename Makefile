@@ -27,7 +27,7 @@ system-deps:
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
 
 pytest: $(VENV)/.installed system-deps
-	$(PY) -m pytest -W error
+	$(PY) -m pytest -W error --durations=25
 
 test: lint typecheck pytest
 
