@@ -309,7 +309,9 @@ class GroupedQuery:
                 raise DataError(
                     f"the query cannot run on this table's schema ({type(exc).__name__})."
                 ) from None
-        return Explanation(self._steps(plan), plan, plan.epsilon, plan.delta, plan.event)
+        return Explanation(
+            self._steps(plan), plan, plan.epsilon, plan.delta, plan.event, tuple(self._aggs)
+        )
 
     def _totals(
         self,

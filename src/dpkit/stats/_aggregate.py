@@ -20,6 +20,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from dpkit._missing import Missing, check_missing, handle_missing
+from dpkit.errors import PrivacyParameterError
+from dpkit.mechanisms._tails import check_alpha
 from dpkit.random import RNGLike
 from dpkit.stats._common import (
     SupportsCharge,
@@ -32,7 +34,7 @@ from dpkit.stats._data import as_vector, check_bounds, check_n, refuse_empty_pub
 from dpkit.stats._events import Neighbouring, is_replace
 from dpkit.stats._fixed import fixed_sum, power_exponent
 from dpkit.stats._noisy import Part, Plan, plan
-from dpkit.stats._release import LinearNoise, Release
+from dpkit.stats._release import LinearNoise, PartsBox, Release
 
 __all__ = [
     "MU",
@@ -207,6 +209,11 @@ class SumSteps:
         (value,) = pl.draw([agg.total], rng)
         return Release(value, pl.event, "sum", LinearNoise(((pl.parts[0], 1.0),)), delta=self.delta)
 
+    def accuracy(self, alpha: float = 0.05) -> float:
+        """Half-width of the ``1 − alpha`` interval of the noise of every release made by these
+        steps, from public parameters only: exactly the ``ci(alpha)`` half-width of each."""
+        return self.plan.parts[0].half_width(check_alpha(alpha))
+
 
 def sum_steps(
     bounds: tuple[float, float], epsilon: float, delta: float, replace: bool = False
@@ -300,6 +307,28 @@ class MeanSteps:
             limits=self.bounds,
             corners=True,  # c + s / max(n, 1), clipped: monotone in s and in n
         )
+
+    def accuracy(self, alpha: float = 0.05, *, expected_n: int | None = None) -> float:
+        """Half-width of the ``1 − alpha`` interval of a release's noise, before any release.
+
+        With a public ``n`` it is exact (the ``ci(alpha)`` half-width of every release). Without
+        one, the interval of a release depends on its noisy count; ``expected_n`` (a public guess
+        of the number of records, never read from the data) gives the half-width of the box
+        interval of a release whose noisy count is ``expected_n`` and whose mean is the centre of
+        the bounds, the widest place (an approximation: actual widths vary with the noise).
+        """
+        a = check_alpha(alpha)
+        if self.n is not None:
+            return self.plan.parts[0].half_width(a) / self.n
+        if expected_n is None:
+            raise PrivacyParameterError(
+                "the mean's accuracy with an unknown n depends on n: pass expected_n= (a public "
+                "guess of the number of records) or the public n."
+            )
+        size = float(check_n(expected_n) or 0)
+        box = PartsBox((0.0, size), self.plan.parts, self.estimate, None, self.bounds, True)
+        lo, hi = box.interval(self.estimate.c, a, False, "box")
+        return float(hi - lo) / 2.0
 
 
 def mean_steps(

@@ -89,6 +89,24 @@ def _gaussian_sigma(epsilon: float, delta: float, replace: bool) -> float:
     return sampled_sigma(sigma)  # calibrate checked exactly this value
 
 
+def histogram_noise(epsilon: float, delta: float, replace: bool) -> tuple[PartNoise, object]:
+    """The noise on every count of a histogram at (ε, δ), and what it costs (public only).
+
+    Refuses, before anything is charged, a scale the exact samplers cannot use.
+    """
+    if delta == 0.0:
+        sens = 2 if replace else 1
+        scale = Fraction(sens) / Fraction(epsilon * (1.0 - 2.0**-40))
+        noise = PartNoise(Part("counts", 0, sens), 0, sens, "laplace", scale)
+        event = discrete_laplace_event(scale=scale, sensitivity=sens)
+    else:
+        sigma = Fraction(_gaussian_sigma(epsilon, delta, replace))
+        noise = PartNoise(Part("counts", 0, 1), 0, 1, "gaussian", sigma)
+        event = _gaussian_event(float(sigma), replace)
+    check_sampleable(noise.kind, noise.scale)  # refuse a tiny ε before charging, not after
+    return noise, event
+
+
 def histogram(
     x: object,
     *,
@@ -131,16 +149,7 @@ def histogram(
     counts, _ = np.histogramdd(data, bins=edges)
     if data.shape[1] == 1:
         counts = counts.reshape(-1)
-    if dlt == 0.0:
-        sens = 2 if replace else 1
-        scale = Fraction(sens) / Fraction(eps * (1.0 - 2.0**-40))
-        noise = PartNoise(Part("counts", 0, sens), 0, sens, "laplace", scale)
-        event = discrete_laplace_event(scale=scale, sensitivity=sens)
-    else:
-        sigma = Fraction(_gaussian_sigma(eps, dlt, replace))
-        noise = PartNoise(Part("counts", 0, 1), 0, 1, "gaussian", sigma)
-        event = _gaussian_event(float(sigma), replace)
-    check_sampleable(noise.kind, noise.scale)  # refuse a tiny ε before charging, not after
+    noise, event = histogram_noise(eps, dlt, replace)
     charge(accountant, event, "histogram", delta=dlt, rng=rng)
     gen = as_generator(rng)
     if noise.kind == "laplace":
