@@ -145,10 +145,12 @@ def _planning() -> None:
     g = Gaussian(rho=rho, sensitivity=1.0)
     for _ in range(3):
         g.release(10.0, accountant=zacct, rng=seeded(SEED))
+    spent = zacct.spent
+    assert isinstance(spent, ZCDP)
     print(
         f"Gaussian to within +/- 5 needs rho={rho:.4f}; three releases spent "
-        f"rho={zacct.spent.rho:.4f} of 1 (zCDP adds up with no conversion)"
-    )  # type: ignore[attr-defined]
+        f"rho={spent.rho:.4f} of 1 (zCDP adds up with no conversion)"
+    )
 
 
 def _plot() -> None:
