@@ -182,7 +182,7 @@ def _add_plan_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     plan.add_argument("--n", type=int, help="the public number of records, if known")
     plan.add_argument("--expected-n", type=int, help="a public guess of n (mean, unknown n)")
     plan.add_argument("--sensitivity", type=float, default=1.0, help="mechanisms: Δ")
-    plan.add_argument("--rho", action="store_true", help="plan zCDP rho (Gaussian mechanisms)")
+    plan.add_argument("--rho", action="store_true", help="plan zCDP rho (Gaussian noise)")
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -190,9 +190,14 @@ def _plan(args: argparse.Namespace) -> int:
 
     common = {"half_width": args.half_width, "relative": args.relative, "scale": args.scale,
               "alpha": args.alpha}  # fmt: skip
-    if args.what in STATISTICS:
-        if args.rho:
-            raise DPKitError("--rho plans the gaussian and discrete_gaussian mechanisms.")
+    bounds = None if args.bounds is None else tuple(args.bounds)
+    if args.what in STATISTICS and args.rho:
+        rho = planner.rho_for(args.what, bounds=bounds, n=args.n, expected_n=args.expected_n,
+                              **common)  # fmt: skip
+        got = accuracy(args.what, rho=rho, bounds=bounds, n=args.n, expected_n=args.expected_n,
+                       alpha=args.alpha)  # fmt: skip
+        budget = f"rho={_up(rho)}"
+    elif args.what in STATISTICS:
         eps = planner.epsilon_for(args.what, delta=args.delta, n=args.n,
                                   expected_n=args.expected_n,
                                   bounds=None if args.bounds is None else tuple(args.bounds),

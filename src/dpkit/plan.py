@@ -27,6 +27,7 @@ from dpkit.errors import DPKitError, PrivacyParameterError
 from dpkit.mechanisms import DiscreteGaussian, Gaussian, Geometric, Laplace
 from dpkit.mechanisms._tails import check_alpha
 from dpkit.stats import accuracy
+from dpkit.stats._accuracy import STATISTICS
 from dpkit.stats._events import Neighbouring
 
 __all__ = ["MECHANISMS", "epsilon_for", "epsilon_for_mechanism", "epsilon_for_query", "rho_for",
@@ -181,28 +182,45 @@ def epsilon_for_mechanism(
 
 
 def rho_for(
-    mechanism: str = "gaussian",
+    what: str = "gaussian",
     *,
     sensitivity: float = 1.0,
     half_width: float | None = None,
     relative: float | None = None,
     scale: float | None = None,
     alpha: float = 0.05,
+    bounds: tuple[float, float] | None = None,
+    n: int | None = None,
+    expected_n: int | None = None,
+    neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,
 ) -> float:
-    """The smallest zero-concentrated budget ρ with which a Gaussian mechanism's noise meets the
-    target (``Gaussian(rho=...)`` or ``DiscreteGaussian(rho=...)``, paid in ρ by a
-    :class:`~dpkit.accounting.ZCDP` accountant).
+    """The smallest zero-concentrated budget ρ with which a Gaussian mechanism's noise (``what``
+    ``"gaussian"`` or ``"discrete_gaussian"``, with ``sensitivity``) or a statistic's (``what``
+    one of :data:`dpkit.stats._accuracy.STATISTICS`, with ``bounds``, ``n``…) meets the target.
+    Releases take it as ``rho=`` and a :class:`~dpkit.accounting.ZCDP` accountant pays it in ρ.
 
     >>> rho = rho_for("gaussian", sensitivity=1.0, half_width=4.0)
     >>> round(rho, 4)
     0.12
+    >>> round(rho_for("count", half_width=4.0), 4)   # the discrete Gaussian count
+    0.0934
     """
-    if mechanism not in ("gaussian", "discrete_gaussian"):
-        raise PrivacyParameterError("rho is planned for 'gaussian' or 'discrete_gaussian'.")
     a = check_alpha(alpha)
     target = _target(half_width, relative, scale)
+    if what in STATISTICS:
+
+        def at(r: float) -> float:
+            return accuracy(what, rho=r, bounds=bounds, n=n, expected_n=expected_n,
+                            neighbouring=neighbouring, alpha=a)  # fmt: skip
+
+        return smallest(at, half_width=target, name="rho")
+    if what not in ("gaussian", "discrete_gaussian"):
+        raise PrivacyParameterError(
+            "rho is planned for 'gaussian', 'discrete_gaussian' or a statistic "
+            f"({', '.join(STATISTICS)})."
+        )
     return smallest(
-        lambda r: float(_mechanism(mechanism, sensitivity, rho=r).accuracy(a)),
+        lambda r: float(_mechanism(what, sensitivity, rho=r).accuracy(a)),
         half_width=target,
         name="rho",
     )

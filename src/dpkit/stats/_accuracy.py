@@ -5,7 +5,7 @@ from __future__ import annotations
 from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms._tails import check_alpha
 from dpkit.stats._aggregate import mean_steps, sum_steps
-from dpkit.stats._common import check_privacy
+from dpkit.stats._common import check_budget
 from dpkit.stats._data import check_bounds, check_n
 from dpkit.stats._events import Neighbouring, is_replace
 from dpkit.stats._histogram import histogram_noise
@@ -22,8 +22,9 @@ data (quantiles by the exponential mechanism)."""
 def accuracy(
     statistic: str,
     *,
-    epsilon: float,
+    epsilon: float | None = None,
     delta: float = 0.0,
+    rho: float | None = None,
     bounds: tuple[float, float] | None = None,
     n: int | None = None,
     expected_n: int | None = None,
@@ -43,6 +44,8 @@ def accuracy(
         For a histogram, the half-width of every bin (each bin gets its own noise).
     epsilon, delta : float
         The privacy parameters the release will be given.
+    rho : float, optional
+        Instead: the zCDP budget the release will be given (discrete Gaussian noise).
     bounds : (float, float)
         The public bounds (sum and mean).
     n : int, optional
@@ -74,14 +77,14 @@ def accuracy(
     0.1498
     """
     a = check_alpha(alpha)
-    eps, dlt = check_privacy(epsilon, delta)
+    eps, dlt, r = check_budget(epsilon, delta, rho)
     replace = is_replace(neighbouring)
     if statistic == "count":
         if replace:
             return 0.0  # the number of records is public under replace-one neighbours
-        return plan([Part("count", 0, 1)], epsilon=eps, delta=dlt).parts[0].half_width(a)
+        return plan([Part("count", 0, 1)], epsilon=eps, delta=dlt, rho=r).parts[0].half_width(a)
     if statistic == "histogram":
-        return histogram_noise(eps, dlt, replace)[0].half_width(a)
+        return histogram_noise(eps, dlt, replace, r)[0].half_width(a)
     if statistic not in ("sum", "mean"):
         raise PrivacyParameterError(
             f"accuracy before release is known for {', '.join(STATISTICS)}; the others' "
@@ -91,8 +94,9 @@ def accuracy(
         raise PrivacyParameterError(f"{statistic} needs bounds=(low, high).")
     lo, hi = check_bounds(bounds)
     if statistic == "sum":
-        return sum_steps((lo, hi), eps, dlt, replace).accuracy(a)
+        return sum_steps((lo, hi), eps, dlt, replace, rho=r).accuracy(a)
     size = check_n(n)
     if replace and size is None:
         size = check_n(expected_n)  # the size is public under replace-one: it is n
-    return mean_steps((lo, hi), eps, dlt, replace, size).accuracy(a, expected_n=expected_n)
+    steps = mean_steps((lo, hi), eps, dlt, replace, size, rho=r)
+    return steps.accuracy(a, expected_n=expected_n)
