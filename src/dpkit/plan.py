@@ -31,7 +31,7 @@ from dpkit.stats._accuracy import STATISTICS
 from dpkit.stats._events import Neighbouring
 
 __all__ = ["MECHANISMS", "epsilon_for", "epsilon_for_mechanism", "epsilon_for_query", "rho_for",
-           "smallest"]  # fmt: skip
+           "rho_for_query", "smallest"]  # fmt: skip
 
 MECHANISMS = ("discrete_gaussian", "gaussian", "geometric", "laplace")
 
@@ -243,13 +243,38 @@ def epsilon_for_query(
     ``options`` are passed to ``query.explain`` (``noise``, ``selection``,
     ``selection_share``). δ is kept fixed.
     """
-    a = check_alpha(alpha)
     d = check_delta(delta)
+    return _for_query(query, lambda e: {"epsilon": e, "delta": d, **options}, half_width,
+                      alpha, expected_n, "epsilon")  # fmt: skip
+
+
+def rho_for_query(
+    query: Any,
+    *,
+    half_width: float | Mapping[str, float],
+    alpha: float = 0.05,
+    expected_n: float | None = None,
+) -> float:
+    """The smallest zCDP budget ρ with which every targeted cell of a grouped frame query over
+    public keys meets its target (``query.release(rho=...)``, Gaussian noise); as
+    :func:`epsilon_for_query` otherwise."""
+    return _for_query(query, lambda r: {"rho": r}, half_width, alpha, expected_n, "rho")
+
+
+def _for_query(
+    query: Any,
+    budget: Callable[[float], dict[str, Any]],
+    half_width: float | Mapping[str, float],
+    alpha: float,
+    expected_n: float | None,
+    name: str,
+) -> float:
+    a = check_alpha(alpha)
     targets = half_width if isinstance(half_width, Mapping) else None
     flat = None if targets is not None else _target(float(half_width), None, None)  # type: ignore[arg-type]
 
-    def worst(eps: float) -> float:
-        cells = query.explain(epsilon=eps, delta=d, **options).accuracy(a, expected_n=expected_n)
+    def worst(p: float) -> float:
+        cells = query.explain(**budget(p)).accuracy(a, expected_n=expected_n)
         if targets is None:
             if not cells:
                 raise DPKitError("this query has no cell whose accuracy is known before release.")
@@ -265,5 +290,5 @@ def epsilon_for_query(
 
     if targets is None:
         assert flat is not None
-        return smallest(worst, half_width=flat)
-    return smallest(worst, half_width=1.0)
+        return smallest(worst, half_width=flat, name=name)
+    return smallest(worst, half_width=1.0, name=name)

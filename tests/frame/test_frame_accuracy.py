@@ -128,3 +128,43 @@ def test_keep_probability_rises_with_units_and_explain_names_the_thresholds() ->
     assert ">= 50% from" in str(e)
     with pytest.raises(PrivacyParameterError):
         e.accuracy(alpha=2.0)
+
+
+def test_rho_query_is_paid_in_rho_and_covers() -> None:
+    from dpkit import plan
+    from dpkit.accounting import ZCDP, Accountant
+
+    df = _table()
+    keys = [f"k{i}" for i in range(KEYS)]
+    g = (
+        dpf.Query(df, privacy_unit="user")
+        .group_by("key", public_keys=keys, max_groups=1, max_rows=1)
+        .agg(dpf.count(alias="n"), dpf.sum("x", bounds=(0, 10), alias="s"))
+    )
+    acct = Accountant(ZCDP(rho=0.5))
+    r = g.release(rho=0.25, accountant=acct)
+    g.release(rho=0.25, accountant=acct)
+    assert 0.5 - 1e-6 < acct.spent.rho <= 0.5  # type: ignore[attr-defined]
+    e = r.explanation
+    assert "Total cost: rho=0.25" in str(e)
+    acc = e.accuracy(ALPHA)
+    out = _noisy(g, e.plan, keys, TRIALS, 9)
+    exact = df.group_by("key").agg(pl.len().alias("n0"))
+    out = out.join(exact, on="key")
+    band = 4 * math.sqrt(ALPHA * (1 - ALPHA) / out.height)
+    cov = float(((out["n"] - out["n0"]).abs() <= acc["n"]).mean())
+    assert 1 - ALPHA - band <= cov <= 1 - ALPHA + 0.03 + band
+    rho = plan.rho_for_query(g, half_width={"n": 10.0})
+    assert g.explain(rho=rho).accuracy()["n"] <= 10.0 < g.explain(rho=rho * 0.999).accuracy()["n"]
+
+
+def test_rho_query_refusals() -> None:
+    df = _table()
+    q = dpf.Query(df, privacy_unit="user")
+    private = q.group_by("key", max_groups=1, max_rows=1).agg(dpf.count())
+    with pytest.raises(PrivacyParameterError, match="public keys"):
+        private.explain(rho=0.1)
+    public = q.group_by("key", public_keys=["k0"], max_groups=1, max_rows=1).agg(dpf.count())
+    for kw in ({"rho": 0.1, "epsilon": 1.0}, {"rho": 0.1, "noise": "laplace"}, {"rho": -1.0}):
+        with pytest.raises(PrivacyParameterError):
+            public.explain(**kw)

@@ -75,7 +75,12 @@ class Explanation:
                 f"  a key is released with probability {self.keep_probability(1):.3g} with 1 "
                 f"unit, >= 50% from {half} units, >= 95% from {most} units"
             )
-        lines.append(f"Total cost: epsilon={self.epsilon:g}, delta={self.delta:g} ({self.event!r})")
+        if self.plan.rho is not None:
+            lines.append(f"Total cost: rho={self.plan.rho:g} ({self.event!r})")
+        else:
+            lines.append(
+                f"Total cost: epsilon={self.epsilon:g}, delta={self.delta:g} ({self.event!r})"
+            )
         return "\n".join(lines)
 
 
