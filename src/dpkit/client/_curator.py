@@ -45,9 +45,15 @@ class Quote(dict[str, Any]):
     def __repr__(self) -> str:
         text = f"Quote(epsilon={self.get('epsilon', 0):g}, delta={self.get('delta', 0):g}"
         acc = self.get("accuracy")
-        if acc is not None and isinstance(acc.get("half_width"), int | float):
-            level = f"{100 * (1 - float(acc.get('alpha', 0.05))):g}%"
-            text += f", {level} noise interval +/- {acc['half_width']:.4g}"
+        if acc is None:
+            return text + ")"
+        level = f"{100 * (1 - float(acc.get('alpha', 0.05))):g}%"
+        h = acc.get("half_width")
+        if isinstance(h, int | float):
+            text += f", {level} noise interval +/- {h:.4g}"
+        elif isinstance(h, dict) and h:  # a table: one half-width per output column
+            cells = ", ".join(f"{k} +/- {v:.4g}" for k, v in h.items())
+            text += f", {level} noise intervals: {cells}"
         return text + ")"
 
 
