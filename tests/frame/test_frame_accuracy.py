@@ -21,7 +21,7 @@ import dpkit.frame as dpf
 from dpkit.errors import PrivacyParameterError
 from dpkit.frame._finish import finish
 from dpkit.frame._pipeline import ALL
-from dpkit.random import as_generator
+from dpkit.random import as_generator, seeded
 
 ALPHA = 0.1
 TRIALS = 200
@@ -168,3 +168,18 @@ def test_rho_query_refusals() -> None:
     for kw in ({"rho": 0.1, "epsilon": 1.0}, {"rho": 0.1, "noise": "laplace"}, {"rho": -1.0}):
         with pytest.raises(PrivacyParameterError):
             public.explain(**kw)
+
+
+def test_mean_accuracy_at_the_stated_scale_is_the_released_interval() -> None:
+    df = _table()  # x uniform on [0, 10]: the centred sum of each key is near 0
+    keys = [f"k{i}" for i in range(KEYS)]
+    g = (
+        dpf.Query(df, privacy_unit="user")
+        .group_by("key", public_keys=keys, max_groups=1, max_rows=1)
+        .agg(dpf.mean("x", bounds=(0, 10), alias="m"))
+    )
+    r = g.release(epsilon=2.0, rng=seeded(2))
+    sizes = dict(df.group_by("key").len().iter_rows())
+    for row in r.frame.iter_rows(named=True):
+        h = r.explanation.accuracy(expected_n=sizes[row["key"]])["m"]
+        assert math.isclose((row["m_hi"] - row["m_lo"]) / 2, h, rel_tol=0.15)
