@@ -104,3 +104,15 @@ def test_cli_plan(capsys):
     assert "rho=0.1201" in capsys.readouterr().out
     assert main(["plan", "mean", "--bounds", "0", "1", "--half-width", "0.1"]) == 2
     assert "expected_n" in capsys.readouterr().err
+
+
+def test_frame_query_plan_can_ask_for_keys_to_be_kept():
+    df = pl.DataFrame({"user": [1, 2, 3], "key": ["a", "b", "a"]})
+    g = dpf.Query(df, privacy_unit="user").group_by("key", max_groups=1).agg(dpf.count(alias="n"))
+    loose = plan.epsilon_for_query(g, half_width=100.0, delta=1e-6)
+    eps = plan.epsilon_for_query(g, half_width=100.0, delta=1e-6, keep=(20, 0.9))
+    assert eps > loose  # keeping a 20-unit key 90% of the time costs more than the count alone
+    assert g.explain(epsilon=eps, delta=1e-6).keep_probability(20) >= 0.9
+    assert g.explain(epsilon=eps * BELOW, delta=1e-6).keep_probability(20) < 0.9
+    with pytest.raises(PrivacyParameterError):
+        plan.epsilon_for_query(g, half_width=100.0, delta=1e-6, keep=(20, 1.5))

@@ -233,6 +233,7 @@ def epsilon_for_query(
     alpha: float = 0.05,
     delta: float = 0.0,
     expected_n: float | None = None,
+    keep: tuple[int, float] | None = None,
     **options: Any,
 ) -> float:
     """The smallest ε with which every targeted cell of a grouped frame query meets its target.
@@ -240,12 +241,13 @@ def epsilon_for_query(
     The query's budget is split over its aggregates (and key selection) exactly as its release
     splits it; ``half_width`` is one target for every cell :meth:`Explanation.accuracy
     <dpkit.frame.Explanation.accuracy>` reports, or a mapping from output column to target.
-    ``options`` are passed to ``query.explain`` (``noise``, ``selection``,
-    ``selection_share``). δ is kept fixed.
+    ``keep=(c, p)`` also asks, under private key selection, that a key held by ``c`` units be
+    released with probability at least ``p``. ``options`` are passed to ``query.explain``
+    (``noise``, ``selection``, ``selection_share``). δ is kept fixed.
     """
     d = check_delta(delta)
     return _for_query(query, lambda e: {"epsilon": e, "delta": d, **options}, half_width,
-                      alpha, expected_n, "epsilon")  # fmt: skip
+                      alpha, expected_n, "epsilon", keep)  # fmt: skip
 
 
 def rho_for_query(
@@ -268,13 +270,24 @@ def _for_query(
     alpha: float,
     expected_n: float | None,
     name: str,
+    keep: tuple[int, float] | None = None,
 ) -> float:
     a = check_alpha(alpha)
+    if keep is not None and not (0.0 < float(keep[1]) < 1.0 and int(keep[0]) >= 1):
+        raise PrivacyParameterError("keep must be (units >= 1, probability in (0, 1)).")
     targets = half_width if isinstance(half_width, Mapping) else None
     flat = None if targets is not None else _target(float(half_width), None, None)  # type: ignore[arg-type]
 
     def worst(p: float) -> float:
-        cells = query.explain(**budget(p)).accuracy(a, expected_n=expected_n)
+        explained = query.explain(**budget(p))
+        cells = explained.accuracy(a, expected_n=expected_n)
+        kept = 0.0
+        if keep is not None:  # ≤ 1 exactly when the key is kept often enough
+            chance = explained.keep_probability(int(keep[0]))
+            kept = float(keep[1]) / max(chance, 1e-300)
+        return max(_cells(cells), kept * (1.0 if flat is None else flat))
+
+    def _cells(cells: dict[str, float]) -> float:
         if targets is None:
             if not cells:
                 raise DPKitError("this query has no cell whose accuracy is known before release.")
