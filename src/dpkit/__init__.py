@@ -22,6 +22,7 @@ Submodules hold the rest:
   response, exponential mechanism, report-noisy-max, permute-and-flip, sparse vector;
 * :mod:`dpkit.stats` — count, sum, mean, var, std, cov, corr, quantiles, histograms, bounds,
   each a :class:`~dpkit.stats.Release` with error bars;
+* :mod:`dpkit.plan` — the smallest ε (or ρ) that meets an accuracy target, before spending;
 * :mod:`dpkit.audit` — empirical lower bounds on ε for any mechanism;
 * :mod:`dpkit.errors` — the exception tree.
 
@@ -34,7 +35,7 @@ synthetic data), :mod:`dpkit.local` (the local model), :mod:`dpkit.ml` and
 
 from __future__ import annotations
 
-from dpkit import accounting, audit, errors, mechanisms, noise, random, stats
+from dpkit import accounting, audit, errors, mechanisms, noise, plan, random, stats
 from dpkit.accounting import ZCDP, Accountant, ApproxDP, Neighbouring, PureDP
 from dpkit.errors import BudgetExceededError, DataError, DPKitError, PrivacyParameterError
 from dpkit.stats import (
@@ -78,6 +79,7 @@ __all__ = [
     "mechanisms",
     "median",
     "noise",
+    "plan",
     "quantile",
     "random",
     "stats",

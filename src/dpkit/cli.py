@@ -11,11 +11,18 @@ broken control goes undetected). An audit whose bound is about 0 reports "no pow
 mechanism                      claimed ε  δ        ε_LB    p̂        q̂        verdict
 control: naive float Laplace   1          0        4...    0.7...   0        caught
 0
+
+``dpkit plan`` finds the smallest budget that meets an accuracy target (:mod:`dpkit.plan`):
+
+>>> main(["plan", "mean", "--bounds", "0", "100", "--n", "1000", "--half-width", "0.5"])
+mean: epsilon=0.2996 gives a 95% noise interval of +/- 0.5
+0
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from collections.abc import Sequence
@@ -26,6 +33,8 @@ from dpkit.audit._catalogue import builtin_cases
 from dpkit.audit._controls import negative_controls
 from dpkit.audit._result import AuditResult
 from dpkit.errors import DPKitError
+from dpkit.plan import MECHANISMS
+from dpkit.stats._accuracy import STATISTICS, accuracy
 
 __all__ = ["main"]
 
@@ -152,6 +161,78 @@ def _audit(args: argparse.Namespace) -> int:
     return 0 if all_good else 1
 
 
+def _add_plan_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    plan = sub.add_parser(
+        "plan",
+        help="the smallest ε (or ρ) that meets an accuracy target, before spending anything",
+        description=(
+            "Find the smallest epsilon (or, with --rho, the zCDP rho) with which a statistic or "
+            "a mechanism's noise interval at 1 - alpha is at most the target half-width. "
+            "Public parameters only: nothing is read or charged."
+        ),
+    )
+    plan.add_argument("what", choices=[*STATISTICS, *MECHANISMS], help="statistic or mechanism")
+    target = plan.add_mutually_exclusive_group(required=True)
+    target.add_argument("--half-width", type=float, help="target half-width of the interval")
+    target.add_argument("--relative", type=float, help="target relative error (with --scale)")
+    plan.add_argument("--scale", type=float, help="a public value of the statistic")
+    plan.add_argument("--alpha", type=float, default=0.05, help="1 - coverage (default 0.05)")
+    plan.add_argument("--delta", type=float, default=0.0, help="δ (Gaussian noise when > 0)")
+    plan.add_argument("--bounds", type=float, nargs=2, metavar=("LOW", "HIGH"))
+    plan.add_argument("--n", type=int, help="the public number of records, if known")
+    plan.add_argument("--expected-n", type=int, help="a public guess of n (mean, unknown n)")
+    plan.add_argument("--sensitivity", type=float, default=1.0, help="mechanisms: Δ")
+    plan.add_argument("--rho", action="store_true", help="plan zCDP rho (Gaussian noise)")
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from dpkit import plan as planner
+
+    common = {"half_width": args.half_width, "relative": args.relative, "scale": args.scale,
+              "alpha": args.alpha}  # fmt: skip
+    bounds = None if args.bounds is None else tuple(args.bounds)
+    if args.what in STATISTICS and args.rho:
+        rho = planner.rho_for(args.what, bounds=bounds, n=args.n, expected_n=args.expected_n,
+                              **common)  # fmt: skip
+        got = accuracy(args.what, rho=rho, bounds=bounds, n=args.n, expected_n=args.expected_n,
+                       alpha=args.alpha)  # fmt: skip
+        budget = f"rho={_up(rho)}"
+    elif args.what in STATISTICS:
+        eps = planner.epsilon_for(args.what, delta=args.delta, n=args.n,
+                                  expected_n=args.expected_n,
+                                  bounds=None if args.bounds is None else tuple(args.bounds),
+                                  **common)  # fmt: skip
+        got = accuracy(args.what, epsilon=eps, delta=args.delta, n=args.n,
+                       expected_n=args.expected_n,
+                       bounds=None if args.bounds is None else tuple(args.bounds),
+                       alpha=args.alpha)  # fmt: skip
+        budget = f"epsilon={_up(eps)}" + (f", delta={args.delta:g}" if args.delta else "")
+    elif args.rho:
+        rho = planner.rho_for(args.what, sensitivity=args.sensitivity, **common)
+        got = planner._mechanism(args.what, args.sensitivity, rho=rho).accuracy(args.alpha)
+        budget = f"rho={_up(rho)}"
+    else:
+        eps = planner.epsilon_for_mechanism(args.what, sensitivity=args.sensitivity,
+                                            delta=args.delta, **common)  # fmt: skip
+        extra = {"delta": args.delta} if args.what.endswith("gaussian") else {}
+        got = planner._mechanism(args.what, args.sensitivity, epsilon=eps, **extra).accuracy(
+            args.alpha
+        )
+        budget = f"epsilon={_up(eps)}" + (f", delta={args.delta:g}" if extra else "")
+    level = f"{100 * (1 - args.alpha):g}%"
+    print(f"{args.what}: {budget} gives a {level} noise interval of +/- {got:.4g}")
+    return 0
+
+
+def _up(value: float) -> str:
+    """A planned budget shown to 4 significant digits, rounded up (so that it still meets the
+    target when typed back in)."""
+    text = f"{value:.4g}"
+    if float(text) < value:
+        text = f"{float(text) + 10 ** (math.floor(math.log10(value)) - 3):.4g}"
+    return text
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dpkit", description="dpkit: differential privacy.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -183,6 +264,7 @@ def _parser() -> argparse.ArgumentParser:
     audit.add_argument("--controls", action="store_true", help="also run the negative controls")
     audit.add_argument("--list", action="store_true", help="list the audits and exit")
     audit.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_plan_parser(sub)
     # The layers' commands register themselves; their heavy dependencies load only when run.
     from dpkit.release._cli import add_release_parser
     from dpkit.server._cli import register as register_serve
@@ -198,6 +280,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "audit":
             return _audit(args)
+        if args.command == "plan":
+            return _plan(args)
         if hasattr(args, "func"):
             return int(args.func(args))
         if args.command == "release":

@@ -2,7 +2,8 @@
 
 Sections: exact noise; a randomized-response survey (seed 004); seed 001's chocolate example
 (count, mean, std, correlation with error bars); medians by the exponential mechanism (seed
-001); a budget that refuses to be overspent and tight DP-SGD accounting; and a PNG plot of the
+001); a budget that refuses to be overspent and tight DP-SGD accounting; the accuracy planned
+before a charge and the interval after it; and a PNG plot of the
 CDF of DP error against sampling error (seed 001), in ``demo_output/``.
 """
 
@@ -16,9 +17,10 @@ from collections.abc import Callable
 import numpy as np
 
 import dpkit.stats as st
-from dpkit.accounting import Accountant, ApproxDP, dpsgd_epsilon, gaussian_sigma
+from dpkit import plan
+from dpkit.accounting import ZCDP, Accountant, ApproxDP, dpsgd_epsilon, gaussian_sigma
 from dpkit.errors import BudgetExceededError, InsecureRandomnessWarning
-from dpkit.mechanisms import RandomizedResponse
+from dpkit.mechanisms import Gaussian, RandomizedResponse
 from dpkit.noise import discrete_gaussian, discrete_laplace, laplace, laplace_grid
 from dpkit.random import seeded
 
@@ -125,6 +127,32 @@ def _accounting() -> None:
         print(f"DP-SGD q=0.01, sigma=4, 10,000 steps, delta=1e-5: epsilon {eps:.3f} by {method}")
 
 
+def _planning() -> None:
+    print("\n== Accuracy before privacy is spent (dpkit.plan) ==")
+    x = np.random.default_rng(SEED).uniform(0, 100, 10_000)
+    eps = plan.epsilon_for("mean", bounds=(0, 100), n=x.size, half_width=0.1)
+    before = st.accuracy("mean", bounds=(0, 100), n=x.size, epsilon=eps)
+    print(f"mean of 10,000 values in [0, 100] to within +/- 0.1 (95%): epsilon={eps:.4f}")
+    print(f"planned before any charge: the noise is within +/- {before:.4f} with 95% chance")
+    acct = Accountant(ApproxDP(epsilon=1.0, delta=1e-6))
+    m = st.mean(x, bounds=(0, 100), n=x.size, epsilon=eps, accountant=acct, rng=seeded(SEED + 1))
+    lo, hi = m.ci(0.05)
+    covered = "yes" if lo <= x.mean() <= hi else "no (one time in twenty)"
+    print(f"released after the charge: {m.value:.3f}, 95% CI ({lo:.3f}, {hi:.3f}); "
+          f"exact {x.mean():.3f}, covered: {covered}")  # fmt: skip
+    rho = plan.rho_for("gaussian", sensitivity=1.0, half_width=5.0)
+    zacct = Accountant(ZCDP(rho=1.0))
+    g = Gaussian(rho=rho, sensitivity=1.0)
+    for _ in range(3):
+        g.release(10.0, accountant=zacct, rng=seeded(SEED))
+    spent = zacct.spent
+    assert isinstance(spent, ZCDP)
+    print(
+        f"Gaussian to within +/- 5 needs rho={rho:.4f}; three releases spent "
+        f"rho={spent.rho:.4f} of 1 (zCDP adds up with no conversion)"
+    )
+
+
 def _plot() -> None:
     import matplotlib
 
@@ -168,6 +196,7 @@ def main() -> None:
         _chocolate_stats()
         _medians()
         _accounting()
+        _planning()
         _plot()
         for module in _LAYER_SECTIONS:
             print()

@@ -3,12 +3,13 @@ queries, idempotent retries, refusals as the library's exceptions, accuracy with
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 import pytest
 
-from dpkit.client import AuthenticationError, Curator, NotFoundError, PermissionDeniedError
+from dpkit.client import AuthenticationError, Curator, NotFoundError, PermissionDeniedError, Quote
 from dpkit.errors import BudgetExceededError, DataError, PrivacyParameterError
 from dpkit.server import DatasetSchema
 from dpkit.server._ingest import read_source
@@ -133,3 +134,47 @@ def test_admin_registers_a_dataset_over_http(server: Any) -> None:
         headers={"Authorization": f"Bearer {server.admin_key}"},
     )
     assert bad.status_code == 400 and "import directory" in bad.json()["error"]["message"]
+
+
+# -- the dry run's expected accuracy (shares this module's service) -------------------------
+@pytest.fixture(scope="module")
+def planner(server: Any) -> Any:
+    _, key = server.analyst("dora", 20.0, 1e-6)
+    with Curator(server.url, key) as c:
+        yield c
+
+
+@pytest.mark.parametrize(
+    ("query", "params"),
+    [
+        ("count", {"epsilon": 0.5}),
+        ("count", {"epsilon": 0.5, "delta": 1e-7, "alpha": 0.1}),
+        ("sum", {"column": "age", "epsilon": 0.5}),
+        ("histogram", {"column": "age", "bins": 4, "epsilon": 0.5}),
+    ],
+)
+def test_dry_run_accuracy_is_the_answers_half_width(
+    planner: Curator, query: str, params: Any
+) -> None:
+    client = planner
+    spent = client.budget()[0]["spent_epsilon"]
+    quote = client.query("survey", query, dry_run=True, **params)
+    assert isinstance(quote, Quote) and client.budget()[0]["spent_epsilon"] == spent
+    h = quote.half_width
+    assert quote["accuracy"]["alpha"] == params.get("alpha", 0.05)
+    assert h is not None and h > 0 and "noise interval +/-" in repr(quote)
+    r = client.query("survey", query, **params)  # charged: the same half-width around it
+    lo, hi = r.ci()
+    widths = (
+        [(b - a) / 2 for a, b in zip(lo, hi, strict=True)]
+        if query == "histogram"
+        else [(hi - lo) / 2]
+    )
+    assert all(math.isclose(w, h, rel_tol=1e-9) for w in widths)
+
+
+def test_dry_run_without_accuracy_before_release(planner: Curator) -> None:
+    client = planner
+    quote = client.query("survey", "mean", column="age", epsilon=0.5, dry_run=True)
+    assert "accuracy" not in quote and quote.half_width is None  # depends on the noisy count
+    assert repr(quote) == "Quote(epsilon=0.5, delta=0)"

@@ -146,6 +146,8 @@ def test_dry_run_prices_without_charging(client: Curator) -> None:
     body = {"by": ["region"], "max_groups": 2, "keys": "private", "epsilon": 1.5, "delta": 1e-6}
     price = client.query("visits", "group_by", dry_run=True, **body)
     assert price["epsilon"] == pytest.approx(1.5) and price["delta"] == pytest.approx(1e-6)
+    cells = price["accuracy"]["half_width"]  # each column's noise half-width, before release
+    assert cells and all(h > 0 for h in cells.values()) and "noise intervals:" in repr(price)
     d = client.query("visits", "group_by", dummy=True, **{**body, "keys": None})
     assert d.raw["dummy"] is True and len(d.rows) == 5
     assert _spent(client) == before

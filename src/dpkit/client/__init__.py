@@ -9,7 +9,7 @@ Needs the ``server`` extra: ``pip install 'dpkit[server]'``.
 
 from __future__ import annotations
 
-from dpkit.client._curator import Curator, RemoteRelease
+from dpkit.client._curator import Curator, Quote, RemoteRelease
 from dpkit.client._errors import (
     AuthenticationError,
     CuratorError,
@@ -24,6 +24,7 @@ __all__ = [
     "CuratorError",
     "NotFoundError",
     "PermissionDeniedError",
+    "Quote",
     "RemoteFrequencies",
     "RemoteRelease",
     "RemoteTable",

@@ -24,7 +24,37 @@ from dpkit.client._errors import (
 from dpkit.client._results import RemoteFrequencies, RemoteTable, frequencies, table
 from dpkit.errors import BudgetExceededError, DataError, PrivacyParameterError
 
-__all__ = ["Curator", "RemoteFrequencies", "RemoteRelease", "RemoteTable"]
+__all__ = ["Curator", "Quote", "RemoteFrequencies", "RemoteRelease", "RemoteTable"]
+
+
+class Quote(dict[str, Any]):
+    """The answer to a ``dry_run=True`` query: its price and, where the service knows it before
+    the release, the half-width of the answer's noise interval (``"accuracy"``). A dict (the
+    service's JSON) that prints as one line.
+
+    >>> Quote({"epsilon": 0.4, "delta": 0.0, "accuracy": {"alpha": 0.05, "half_width": 7.5}})
+    Quote(epsilon=0.4, delta=0, 95% noise interval +/- 7.5)
+    """
+
+    @property
+    def half_width(self) -> Any:
+        """The noise half-width at the request's alpha, or ``None`` if unknown before release."""
+        acc = self.get("accuracy")
+        return None if acc is None else acc.get("half_width")
+
+    def __repr__(self) -> str:
+        text = f"Quote(epsilon={self.get('epsilon', 0):g}, delta={self.get('delta', 0):g}"
+        acc = self.get("accuracy")
+        if acc is None:
+            return text + ")"
+        level = f"{100 * (1 - float(acc.get('alpha', 0.05))):g}%"
+        h = acc.get("half_width")
+        if isinstance(h, int | float):
+            text += f", {level} noise interval +/- {h:.4g}"
+        elif isinstance(h, dict) and h:  # a table: one half-width per output column
+            cells = ", ".join(f"{k} +/- {v:.4g}" for k, v in h.items())
+            text += f", {level} noise intervals: {cells}"
+        return text + ")"
 
 
 @dataclass(frozen=True)
@@ -138,13 +168,14 @@ class Curator:
     def query(self, dataset: str, query: str, **params: Any) -> Any:
         """Send one query (any registered type); returns a :class:`RemoteRelease` (a
         :class:`RemoteTable` for ``group_by`` and ``synthesize``, a :class:`RemoteFrequencies`
-        for ``local_frequencies``), or the price (a dict) for ``dry_run=True``."""
+        for ``local_frequencies``), or the price for ``dry_run=True`` (a :class:`Quote`: a dict,
+        with the expected accuracy where it is known before the release)."""
         body = {"dataset": dataset, "query": query, **params}
         if not body.get("dry_run") and not body.get("dummy"):
             body.setdefault("idempotency_key", uuid.uuid4().hex)
         out = self._call("POST", "/v1/query", body)
         if out.get("dry_run"):
-            return out
+            return Quote(out)
         return _answer(out)
 
     def count(self, dataset: str, *, epsilon: float, **kw: Any) -> Any:

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+from dpkit._checks import check_positive
 from dpkit.accounting import ComposedEvent, Event, PureDPEvent, ZCDPEvent
 from dpkit.accounting._costs import rho_for
 from dpkit.errors import PrivacyParameterError
@@ -35,7 +36,7 @@ from dpkit.noise import sampled_sigma
 from dpkit.noise._discrete import DLAP_MAX_NUMERATOR
 from dpkit.noise._scales import rational_at_least
 
-__all__ = ["Bounding", "MeasureNoise", "NoisePlan", "noise_plan", "rho_for"]
+__all__ = ["Bounding", "MeasureNoise", "NoisePlan", "noise_plan", "rho_for", "zcdp_plan"]
 
 _SLACK = 1.0 - 1e-9  # targets are shaved so that float sums of the parts stay below the budget
 _WIDTH_BITS = 20  # noise is about 2^20 output units wide
@@ -118,6 +119,7 @@ class NoisePlan:
     event: Event
     epsilon: float
     delta: float
+    rho: float | None = None  # the zCDP budget, when the query was given one
 
     def of(self, measure: Measure) -> MeasureNoise:
         for m in self.measures:
@@ -179,8 +181,10 @@ def noise_plan(
     delta: float,
     noise: str,
     selection: KeySelection | None,
+    rho: float | None = None,
 ) -> NoisePlan:
-    """Split (ε, δ) between key selection and the measures and calibrate every noise scale."""
+    """Split (ε, δ) between key selection and the measures and calibrate every noise scale
+    (or, with ``rho``, a zCDP budget between the measures' Gaussian noise)."""
     eps_m, delta_m = epsilon, delta
     if selection is not None:
         eps_m -= selection.epsilon
@@ -189,7 +193,10 @@ def noise_plan(
     factor = 2 if bounding.replace else 1
     out: list[MeasureNoise] = []
     share = 1.0 / len(measures)
-    rho_total = rho_for(eps_m, delta_m) if noise == "gaussian" else 0.0
+    if rho is not None:
+        rho_total = rho * _SLACK
+    else:
+        rho_total = rho_for(eps_m, delta_m) if noise == "gaussian" else 0.0
     if (eps_m * share if noise == "laplace" else rho_total * share) <= 0:
         # a subnormal ε (5e-324) split between measures underflows to 0: no noise is wide enough
         raise PrivacyParameterError(
@@ -237,4 +244,33 @@ def noise_plan(
     else:
         events.append(ZCDPEvent(rho=math.fsum(m.rho for m in out) * (1.0 + 1e-12)))
     event = events[0] if len(events) == 1 else ComposedEvent(events=tuple(events))
-    return NoisePlan(tuple(out), selection, event, epsilon, delta)
+    return NoisePlan(tuple(out), selection, event, epsilon, delta, rho)
+
+
+def zcdp_plan(
+    measures: Sequence[Measure],
+    bounding: Bounding,
+    public_keys: bool,
+    *,
+    epsilon: object,
+    delta: object,
+    noise: str | None,
+    rho: object,
+) -> NoisePlan:
+    """The plan of a query given a zCDP budget ρ: Gaussian noise on every measure, the costs
+    ``Δ₂²/(2σ²)`` adding up to at most ρ (Bun and Steinke 2016), paid in ρ. Public keys only:
+    private key selection is an (ε, δ) mechanism with no zCDP bound."""
+    if epsilon is not None or delta not in (None, 0, 0.0):
+        raise PrivacyParameterError(
+            "give either rho= (zCDP, Gaussian noise) or epsilon= (with delta=), not both."
+        )
+    if noise not in (None, "gaussian"):
+        raise PrivacyParameterError("a rho= budget pays for Gaussian noise; leave noise out.")
+    if not public_keys:
+        raise PrivacyParameterError(
+            "rho= needs public keys (private key selection is (epsilon, delta)-DP); pass "
+            "public_keys, or epsilon= and delta=."
+        )
+    r = check_positive(rho, "rho")
+    return noise_plan(measures, bounding, epsilon=0.0, delta=0.0, noise="gaussian",
+                      selection=None, rho=r)  # fmt: skip

@@ -34,7 +34,11 @@ def demo() -> None:
         .group_by("shop", max_groups=2, max_rows=3)
         .agg(dpf.count_units(alias="buyers"), dpf.mean("amount", bounds=(0, 100)))
     )
-    print(q.explain(epsilon=0.5, delta=1e-6))
+    explained = q.explain(epsilon=0.5, delta=1e-6)
+    print(explained)
+    cells = explained.accuracy(expected_n=2000)  # a public guess of the buyers per shop
+    shown = ", ".join(f"{k} +/- {v:.3g}" for k, v in cells.items())
+    print(f"planned before the charge (95%): {shown} (the mean at 2,000 rows per shop)")
     r = q.release(epsilon=0.5, delta=1e-6, accountant=acct, rng=seeded(SEED))
     exact = buys.group_by("shop").agg(pl.col("amount").mean().alias("exact_mean")).sort("shop")
     out = r.frame.join(exact, on="shop").sort("shop")

@@ -6,7 +6,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from dpkit.accounting import Event
+from dpkit.frame._accuracy import cell_accuracy, kept_from
+from dpkit.frame._aggs import Aggregation
 from dpkit.frame._calibrate import NoisePlan
+from dpkit.mechanisms._tails import check_alpha
 
 __all__ = ["Explanation", "FrameRelease"]
 
@@ -16,7 +19,9 @@ class Explanation:
     """The plan of a grouped query: steps, bounds, sensitivities, noise scales and total cost.
 
     Built from public parameters only (and checked on an empty frame of the data's schema), so
-    it may be shown to anyone before the budget is spent.
+    it may be shown to anyone before the budget is spent, with the accuracy each released cell
+    will have (:meth:`accuracy`) and, under private key selection, the chance that a key is
+    released at all (:meth:`keep_probability`).
     """
 
     steps: tuple[str, ...]
@@ -24,6 +29,26 @@ class Explanation:
     epsilon: float
     delta: float
     event: Event
+    aggs: tuple[Aggregation, ...] = ()
+
+    def accuracy(self, alpha: float = 0.05, *, expected_n: float | None = None) -> dict[str, float]:
+        """Half-width of each output column's ``1 − alpha`` noise interval, per released key.
+
+        The released ``{name}_lo``/``{name}_hi`` of counts, distinct units, sums and histogram
+        bins are exactly the value ± this. A mean's interval depends on its noisy count: give
+        ``expected_n`` (a public guess of the rows per group) to see it at that size; variances,
+        standard deviations and quantiles are left out (their intervals depend on their noisy
+        parts). Public parameters only; charges nothing.
+        """
+        return cell_accuracy(self.plan, self.aggs, check_alpha(alpha), expected_n)
+
+    def keep_probability(self, units: int, *, keys_per_unit: int = 1) -> float:
+        """Probability that a key held by ``units`` privacy units is released: 1 for public
+        keys, else that of the private key selection (each unit holding ``keys_per_unit``
+        keys after bounding)."""
+        if self.plan.selection is None:
+            return 1.0
+        return self.plan.selection.keep_probability(units, keys_per_unit=keys_per_unit)
 
     def __str__(self) -> str:
         lines = ["Plan:"]
@@ -35,13 +60,27 @@ class Explanation:
                 f"  {mn.measure.describe()}: l1 sens {mn.l1 * mn.unit:.6g}, l2 sens "
                 f"{mn.l2 * mn.unit:.6g}, {kind} = {mn.real_scale:.6g} (sd {mn.sd:.6g})"
             )
+        cells = self.accuracy(0.05)
+        if cells:
+            lines.append("Accuracy (95% of the noise within, per released key):")
+            lines += [f"  {name}: +/- {h:.4g}" for name, h in cells.items()]
         if self.plan.selection is not None:
             sel = self.plan.selection
             lines.append(
                 f"Key selection: {sel.describe()} at epsilon={sel.epsilon:.6g}, "
                 f"delta={sel.delta:.3g}"
             )
-        lines.append(f"Total cost: epsilon={self.epsilon:g}, delta={self.delta:g} ({self.event!r})")
+            half, most = kept_from(self.plan, 0.5), kept_from(self.plan, 0.95)
+            lines.append(
+                f"  a key is released with probability {self.keep_probability(1):.3g} with 1 "
+                f"unit, >= 50% from {half} units, >= 95% from {most} units"
+            )
+        if self.plan.rho is not None:
+            lines.append(f"Total cost: rho={self.plan.rho:g} ({self.event!r})")
+        else:
+            lines.append(
+                f"Total cost: epsilon={self.epsilon:g}, delta={self.delta:g} ({self.event!r})"
+            )
         return "\n".join(lines)
 
 

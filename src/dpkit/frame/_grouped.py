@@ -10,7 +10,7 @@ from dpkit._checks import check_delta, check_epsilon, check_probability
 from dpkit._missing import missing_error
 from dpkit.errors import DataError, PrivacyParameterError
 from dpkit.frame._aggs import Aggregation, Measure
-from dpkit.frame._calibrate import Bounding, NoisePlan, noise_plan
+from dpkit.frame._calibrate import Bounding, NoisePlan, noise_plan, zcdp_plan
 from dpkit.frame._engine import as_lazy, polars
 from dpkit.frame._explain import Explanation, FrameRelease
 from dpkit.frame._finish import finish, public_totals
@@ -214,8 +214,11 @@ class GroupedQuery:
 
     def _plan(
         self, epsilon: object, delta: object, noise: str | None, selection: str | None,
-        selection_share: float,
+        selection_share: float, rho: object = None,
     ) -> NoisePlan:  # fmt: skip
+        if rho is not None:
+            return zcdp_plan(self._measures(), self._bounding, self._public is not None,
+                             epsilon=epsilon, delta=delta, noise=noise, rho=rho)  # fmt: skip
         eps, dlt = check_epsilon(epsilon), check_delta(delta)
         share = check_probability(selection_share, "selection_share")
         if share >= 1.0:
@@ -277,18 +280,19 @@ class GroupedQuery:
     def explain(
         self,
         *,
-        epsilon: float,
+        epsilon: float | None = None,
         delta: float = 0.0,
         noise: str | None = None,
         selection: str | None = None,
         selection_share: float = 0.5,
+        rho: float | None = None,
     ) -> Explanation:
         """The plan, bounds, sensitivities, noise scales and total cost; charges nothing.
 
         The plan is run on an empty frame with the data's schema, so a query that cannot run
         fails here, before any budget is spent.
         """
-        plan = self._plan(epsilon, delta, noise, selection, selection_share)
+        plan = self._plan(epsilon, delta, noise, selection, selection_share, rho)
         layout = self._layout()
         if self._table.spark:
             spark_schema_check(self._table.data, self._by, layout)
@@ -309,7 +313,9 @@ class GroupedQuery:
                 raise DataError(
                     f"the query cannot run on this table's schema ({type(exc).__name__})."
                 ) from None
-        return Explanation(self._steps(plan), plan, plan.epsilon, plan.delta, plan.event)
+        return Explanation(
+            self._steps(plan), plan, plan.epsilon, plan.delta, plan.event, tuple(self._aggs)
+        )
 
     def _totals(
         self,
@@ -391,7 +397,7 @@ class GroupedQuery:
     def release(
         self,
         *,
-        epsilon: float,
+        epsilon: float | None = None,
         delta: float = 0.0,
         accountant: SupportsCharge | None = None,
         rng: RNGLike = None,
@@ -401,6 +407,7 @@ class GroupedQuery:
         alpha: float = 0.05,
         streaming: bool = False,
         partitions: int = 1,
+        rho: float | None = None,
     ) -> FrameRelease:
         """Release the noisy per-group aggregates.
 
@@ -408,6 +415,9 @@ class GroupedQuery:
         ----------
         epsilon, delta : float
             The whole query's cost (key selection included). Private key selection needs δ > 0.
+        rho : float, optional
+            Instead of ε and δ, with public keys: a zCDP budget for Gaussian noise, split over
+            the aggregates and paid in ρ (``docs/accuracy.md``).
         accountant : Accountant, optional
             Charged with the query's event after everything has been validated and the exact
             bounded aggregates computed, and before any noise is drawn.
@@ -449,7 +459,7 @@ class GroupedQuery:
         parts = positive_int(partitions, "partitions")
         explanation = self.explain(
             epsilon=epsilon, delta=delta, noise=noise, selection=selection,
-            selection_share=selection_share,
+            selection_share=selection_share, rho=rho,
         )  # fmt: skip
         plan = explanation.plan
         gen = as_generator(rng)

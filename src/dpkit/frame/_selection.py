@@ -36,7 +36,11 @@ import numpy as np
 from dpkit.accounting import ApproxDPEvent, Event
 from dpkit.accounting._costs import rho_for
 from dpkit.errors import PrivacyParameterError
-from dpkit.mechanisms._tails import discrete_gaussian_quantile
+from dpkit.mechanisms._tails import (
+    discrete_gaussian_quantile,
+    discrete_gaussian_upper_tail,
+    discrete_laplace_upper_tail,
+)
 from dpkit.noise import discrete_gaussian, discrete_laplace, sampled_sigma
 from dpkit.noise._discrete import DLAP_MAX_NUMERATOR
 from dpkit.noise._scales import rational_at_least
@@ -107,6 +111,24 @@ class KeySelection:
             f"{self.method} threshold on {what}: scale {float(self.scale):.6g}, "
             f"threshold {self.threshold}"
         )
+
+    def keep_probability(self, units: int, *, keys_per_unit: int = 1) -> float:
+        """Probability that a key held by ``units`` privacy units is released (public only).
+
+        Each of those units holds ``keys_per_unit`` keys after bounding (its weight per key is
+        ``2^20/√t`` for the weighted Gaussian; the other methods count units). The same
+        thresholds and exact noise as :meth:`keep`.
+        """
+        c = max(0, int(units))
+        if self.method == "truncated_geometric":
+            return self.probabilities[min(c, len(self.probabilities) - 1)]
+        if c == 0:
+            return 0.0
+        if self.method == "laplace":
+            return discrete_laplace_upper_tail(float(self.scale), self.threshold - c)
+        t = min(max(1, int(keys_per_unit)), max(1, self.keys_per_unit))
+        w = c * weights(t)[t]
+        return discrete_gaussian_upper_tail(float(self.scale), self.threshold - w)
 
     def keep(self, units: np.ndarray[Any, Any], weight: np.ndarray[Any, Any], gen: Any) -> Any:
         """Which candidate keys are released (call only after the budget is charged)."""

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
+from scipy.special import ndtri
 
 from dpkit._checks import check_epsilon
 from dpkit._codes import category_codes
@@ -20,6 +21,7 @@ from dpkit.local._coins import log_up
 from dpkit.local._estimate import FrequencyEstimate
 from dpkit.local._reports import Reports
 from dpkit.mechanisms._base import IntArray, SupportsCharge, charge
+from dpkit.mechanisms._tails import check_alpha
 from dpkit.random import RNGLike, as_generator
 
 __all__ = ["Aggregator", "FrequencyOracle", "check_domain_values", "pure_variance"]
@@ -237,6 +239,23 @@ class FrequencyOracle(ABC):
     def variance(self, n: int, true_counts: npt.ArrayLike = 0) -> npt.NDArray[np.float64]:
         """Exact variance of the count estimate of a value that ``true_counts`` of ``n`` hold."""
         return pure_variance(n, true_counts, self.p, self.q)
+
+    def accuracy(self, n: int, alpha: float = 0.05, *, true_counts: npt.ArrayLike = 0) -> Any:
+        """Before any report: the half-width of the ``1 − alpha`` interval of a value's count
+        estimate from ``n`` reports (a public number), for a value that ``true_counts`` of them
+        hold (default 0: every rare value, Wang et al.'s ``Var*``). The normal approximation
+        that :meth:`FrequencyEstimate.ci <dpkit.local.FrequencyEstimate.ci>` uses, at the exact
+        variance instead of its plug-in estimate.
+
+        >>> from dpkit.local import OUE
+        >>> round(float(OUE(epsilon=1.0, k=8).accuracy(10_000)), 1)
+        376.1
+        """
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or int(n) < 1:
+            raise PrivacyParameterError("n must be a positive int: the public number of reports.")
+        z = float(ndtri(1.0 - check_alpha(alpha) / 2.0))
+        width = z * np.sqrt(pure_variance(int(n), true_counts, self.p, self.q))
+        return float(width) if np.ndim(width) == 0 else np.asarray(width, dtype=np.float64)
 
     def aggregator(self) -> Aggregator:
         """A server-side accumulator: add report batches as they arrive, estimate at the end."""

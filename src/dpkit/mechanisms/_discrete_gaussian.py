@@ -176,6 +176,11 @@ class DiscreteGaussian:
         noise = discrete_gaussian(self.sigma, None if scalar else self.shape, rng=gen)
         return add_integer_noise(x, noise, scalar)
 
+    def accuracy(self, alpha: float = 0.05) -> int:
+        """Before any release, from public parameters only: the half-width w of the
+        ``1 − alpha`` interval of each coordinate's noise (``ci``'s value; see there)."""
+        return self.ci(alpha)
+
     def ci(self, alpha: float = 0.05) -> int:
         """An integer w with ``P(|release − value| > w) ≤ alpha`` for each coordinate.
 

@@ -9,6 +9,7 @@ from functools import lru_cache
 
 from dpkit._checks import check_delta, check_epsilon, check_positive
 from dpkit.accounting import DiscreteGaussianEvent, epsilon_of, gaussian_sigma
+from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms._base import (
     FloatArray,
     SupportsCharge,
@@ -92,6 +93,34 @@ def calibrate_float_gaussian(
     raise AssertionError("grid calibration did not settle")  # pragma: no cover
 
 
+@lru_cache(maxsize=256)
+def calibrate_float_gaussian_rho(
+    rho: float, sensitivity: float, coordinates: int
+) -> tuple[float, int, DiscreteGaussianEvent]:
+    """``(sigma, grid, event)`` of a float-safe Gaussian release that is ρ-zCDP.
+
+    The same rounding as :func:`calibrate_float_gaussian`; σ_u (grid units) is the sampled σ at
+    or above ``D/√(2ρ)`` for the rounded query's ℓ2 sensitivity D in grid units, so the discrete
+    Gaussian actually added is ρ-zCDP (Canonne, Kamath and Steinke 2020, Thm 14) and a zCDP
+    accountant pays exactly ``D²/(2σ_u²) ≤ ρ`` for it, with no conversion through (ε, δ).
+    """
+    grid = gaussian_grid(sensitivity / math.sqrt(2.0 * rho))
+    for _ in range(8):
+        if coordinates == 1:
+            sens_u = float(math.floor(Fraction(sensitivity) / Fraction(2) ** grid) + 1)
+        else:
+            real = rounded_sensitivity(sensitivity, grid, coordinates=coordinates, norm=2)
+            sens_u = math.nextafter(math.ldexp(real, -grid), math.inf)
+        sigma_u = sampled_sigma(math.nextafter(sens_u / math.sqrt(2.0 * rho), math.inf))
+        sigma = math.ldexp(sigma_u, grid)
+        new_grid = gaussian_grid(sigma)
+        if new_grid == grid:
+            event = DiscreteGaussianEvent(sigma=sigma_u, sensitivity=sens_u, dimension=coordinates)
+            return sigma, grid, event
+        grid = new_grid
+    raise AssertionError("grid calibration did not settle")  # pragma: no cover
+
+
 @dataclass(frozen=True, kw_only=True)
 class Gaussian:
     """The Gaussian mechanism for real queries with ℓ2 sensitivity Δ₂: (ε, δ)-DP.
@@ -116,9 +145,14 @@ class Gaussian:
     Parameters
     ----------
     epsilon : float
-        ε > 0.
+        ε > 0 (with ``delta``).
     delta : float
         δ in (0, 1).
+    rho : float, optional
+        Instead of ``epsilon`` and ``delta``: a zero-concentrated budget ρ > 0 (Bun and Steinke
+        2016). σ is then about Δ₂/√(2ρ) and the release is ρ-zCDP, paid in ρ by a
+        :class:`~dpkit.accounting.ZCDP` accountant with no conversion loss; ``epsilon`` and
+        ``delta`` are then ``None``.
     sensitivity : float
         ℓ2 sensitivity Δ₂ > 0 of the query.
     shape : int or tuple of ints
@@ -145,10 +179,15 @@ class Gaussian:
     True
     >>> Gaussian(epsilon=1.0, delta=1e-6, shape=(2, 2)).release([[1, 2], [3, 4]], rng=0).shape
     (2, 2)
+    >>> round(g.accuracy(0.05), 2)  # before any release: 95% of the noise is within this
+    7.31
+    >>> round(Gaussian(rho=0.125, sensitivity=1.0).sigma, 3)  # σ = Δ/√(2ρ)
+    2.0
     """
 
-    epsilon: float
-    delta: float
+    epsilon: float | None = None
+    delta: float | None = None
+    rho: float | None = None
     sensitivity: float = 1.0
     shape: tuple[int, ...] = ()
     sigma: float = field(init=False)
@@ -156,11 +195,26 @@ class Gaussian:
     event: DiscreteGaussianEvent = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        eps = check_epsilon(self.epsilon)
-        dlt = check_delta(self.delta, allow_zero=False)
         sens = check_positive(self.sensitivity, "sensitivity")
         shape = as_shape(self.shape)
-        sigma, grid, event = calibrate_float_gaussian(eps, dlt, sens, max(1, math.prod(shape)))
+        k = max(1, math.prod(shape))
+        eps: float | None = None
+        dlt: float | None = None
+        if self.rho is not None:
+            if self.epsilon is not None or self.delta is not None:
+                raise PrivacyParameterError("give either rho= or epsilon= and delta=, not both.")
+            rho = check_positive(self.rho, "rho")
+            sigma, grid, event = calibrate_float_gaussian_rho(rho, sens, k)
+            object.__setattr__(self, "rho", rho)
+        else:
+            if self.epsilon is None or self.delta is None:
+                raise PrivacyParameterError(
+                    "Gaussian needs epsilon= and delta=, or rho=; e.g. "
+                    "Gaussian(epsilon=1.0, delta=1e-6) or Gaussian(rho=0.5)."
+                )
+            eps = check_epsilon(self.epsilon)
+            dlt = check_delta(self.delta, allow_zero=False)
+            sigma, grid, event = calibrate_float_gaussian(eps, dlt, sens, k)
         # a σ or grid the exact sampler cannot use (Δ = 1e300 puts the grid beyond 2^960) is
         # refused here, before any release could charge for it
         check_gaussian_scale(sigma, grid)
@@ -204,6 +258,11 @@ class Gaussian:
         gen = as_generator(rng)
         charge(accountant, self.event, label, delta=self.delta, rng=rng)
         return gaussian(x, self.sigma, grid=self.grid, rng=gen)
+
+    def accuracy(self, alpha: float = 0.05) -> float:
+        """Before any release, from public parameters only: the half-width w of the
+        ``1 − alpha`` interval of each coordinate's noise (``ci``'s value; see there)."""
+        return self.ci(alpha)
 
     def ci(self, alpha: float = 0.05) -> float:
         """Half-width w with ``P(|release − value| > w) ≤ alpha`` for each coordinate.

@@ -140,6 +140,11 @@ class Geometric:
         noise = discrete_laplace(self.scale, None if scalar else self.shape, rng=gen)
         return add_integer_noise(x, noise, scalar)
 
+    def accuracy(self, alpha: float = 0.05) -> int:
+        """Before any release, from public parameters only: the half-width w of the
+        ``1 − alpha`` interval of each coordinate's noise (``ci``'s value; see there)."""
+        return self.ci(alpha)
+
     def ci(self, alpha: float = 0.05) -> int:
         """Smallest integer w with ``P(|release − value| > w) ≤ alpha`` for each coordinate."""
         return discrete_laplace_quantile(self.scale, check_alpha(alpha))

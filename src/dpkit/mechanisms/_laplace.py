@@ -138,6 +138,11 @@ class Laplace:
         charge(accountant, self.event, label, rng=rng)
         return laplace(x, self.scale, grid=self.grid, rng=gen)
 
+    def accuracy(self, alpha: float = 0.05) -> float:
+        """Before any release, from public parameters only: the half-width w of the
+        ``1 − alpha`` interval of each coordinate's noise (``ci``'s value; see there)."""
+        return self.ci(alpha)
+
     def ci(self, alpha: float = 0.05) -> float:
         """Half-width w with ``P(|release − value| > w) ≤ alpha`` for each coordinate.
 

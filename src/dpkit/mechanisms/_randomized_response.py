@@ -288,6 +288,20 @@ class RandomizedResponse:
         other = (x + 1 + gen.integers(0, k - 1, size=x.shape, dtype=np.int64)) % k
         return np.where(truthful, x, other)
 
+    def accuracy(self, n: int, alpha: float = 0.05) -> float:
+        """Before any answer: the half-width of the ``1 − alpha`` interval of the estimated
+        share from ``n`` answers (a public number), at the worst-case variance
+        ``1/(4n(p − q)²)`` (the normal approximation of :meth:`ProportionEstimate.ci`).
+
+        >>> round(RandomizedResponse(epsilon=1.0).accuracy(10_000), 4)
+        0.0211
+        """
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or int(n) < 1:
+            raise PrivacyParameterError("n must be a positive int: the public number of answers.")
+        gap = self.p - self.q
+        z = float(ndtri(1.0 - check_alpha(alpha) / 2.0))
+        return z * math.sqrt(1.0 / (4.0 * int(n) * gap * gap))
+
     def estimate(self, noisy_answers: object) -> ProportionEstimate:
         """Unbiased estimate of the true proportion(s) from the reports, with its variance.
 

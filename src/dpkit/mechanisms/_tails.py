@@ -15,7 +15,13 @@ from scipy.special import ndtri
 
 from dpkit.errors import PrivacyParameterError
 
-__all__ = ["check_alpha", "discrete_gaussian_quantile", "discrete_laplace_quantile"]
+__all__ = [
+    "check_alpha",
+    "discrete_gaussian_quantile",
+    "discrete_gaussian_upper_tail",
+    "discrete_laplace_quantile",
+    "discrete_laplace_upper_tail",
+]
 
 # Scales are rounded up by the samplers by a relative amount below 2^-51 (Laplace) and 2^-24
 # (Gaussian); the quantiles are computed for scales inflated by twice that, so they never
@@ -86,3 +92,40 @@ def discrete_gaussian_quantile(sigma: float, alpha: float) -> int:
     tail = 2.0 * np.append(suffix[1:], 0.0) / z
     ok = np.nonzero(tail <= alpha)[0]
     return int(ok[0])
+
+
+def discrete_laplace_upper_tail(scale: float, m: int) -> float:
+    """``P(Z ≥ m)`` for Z discrete Laplace of this scale (``m`` any integer).
+
+    ``P(Z ≥ m) = r^m / (1 + r)`` for ``m ≥ 1`` (``r = exp(−1/scale)``), and by symmetry
+    ``1 − P(Z ≥ 1 − m)`` for ``m ≤ 0``. Used for the probability that a thresholded key is kept.
+
+    >>> round(discrete_laplace_upper_tail(1.0, 1), 4)
+    0.2689
+    >>> discrete_laplace_upper_tail(1.0, 0) + discrete_laplace_upper_tail(1.0, 1)
+    1.0
+    """
+    r = math.exp(-1.0 / scale)
+    if m >= 1:
+        return math.exp(m * -1.0 / scale) / (1.0 + r)
+    return 1.0 - math.exp((1 - m) * -1.0 / scale) / (1.0 + r)
+
+
+def discrete_gaussian_upper_tail(sigma: float, m: int) -> float:
+    """``P(Z ≥ m)`` for Z discrete Gaussian with parameter σ (``m`` any integer).
+
+    Summed exactly for σ ≤ 1000; beyond, ``Q((m − 1/2)/σ)`` (the normal tail with continuity
+    correction; the discrete Gaussian's distribution function differs from it by far less than
+    1e-12 at such σ, Poisson summation).
+
+    >>> round(discrete_gaussian_upper_tail(1.0, 1), 4)
+    0.3005
+    """
+    if sigma > _EXACT_GAUSSIAN_SIGMA:
+        from scipy.special import ndtr
+
+        return float(ndtr(-(m - 0.5) / sigma))
+    half = math.ceil(40.0 * sigma) + 2
+    k = np.arange(-half, half + 1, dtype=np.float64)
+    f = np.exp(-(k * k) / (2.0 * sigma * sigma))
+    return float(f[k >= m].sum() / f.sum())

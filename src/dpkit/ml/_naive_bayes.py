@@ -210,6 +210,32 @@ class GaussianNB(ClassifierMixin, PrivateEstimator):  # type: ignore[misc]
         }
         return self
 
+    def accuracy(self, alpha: float = 0.05, *, n_features: int) -> dict[str, float]:
+        """Before fitting, from public parameters only: the half-width of the ``1 − alpha``
+        interval of the noise on each released statistic (every class's count, every per-class
+        feature sum of the records centred in the box, every sum of squares), for data with
+        ``n_features`` features. The model's means and variances are post-processing of these.
+
+        >>> from dpkit.ml import GaussianNB
+        >>> nb = GaussianNB(epsilon=1.0, bounds=(0, 1), classes=[0, 1])
+        >>> nb.accuracy(n_features=3)["class_count"]
+        12.0
+        """
+        eps, _ = check_privacy(self.epsilon, None, needs_delta=False)
+        classes = check_classes(self.classes)
+        if isinstance(n_features, bool) or not isinstance(n_features, int) or n_features < 1:
+            raise PrivacyParameterError("n_features must be a positive int (public).")
+        low, high = check_box(self.bounds, "bounds", n_features)
+        plan = group_moments_plan(
+            epsilon=eps, low=low, high=high, groups=classes.size, squares=True, shares=_SHARES
+        )
+        assert plan.squares is not None
+        return {
+            "class_count": plan.counts.accuracy(alpha),
+            "sums": plan.sums.accuracy(alpha),
+            "squares": plan.squares.accuracy(alpha),
+        }
+
     def _joint_log_likelihood(self, X: object) -> FloatArray:
         check_is_fitted(self)
         Xc = self._check_features(X, reset=False)

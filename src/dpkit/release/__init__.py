@@ -17,6 +17,7 @@ Every release is charged to an accountant before any noise is drawn and carries 
 from __future__ import annotations
 
 from dpkit.release._bernstein import bernstein_degree, bernstein_density
+from dpkit.release._density_accuracy import histogram_density_accuracy
 from dpkit.release._density_grid import DensityRelease
 from dpkit.release._discovery import discover_domain, partition_threshold
 from dpkit.release._domain import Categorical, Column, Domain, Numeric
@@ -44,6 +45,7 @@ __all__ = [
     "discover_domain",
     "histogram_bins",
     "histogram_density",
+    "histogram_density_accuracy",
     "kde_density",
     "ks_synthetic",
     "partition_threshold",

@@ -31,7 +31,7 @@ from dpkit.stats._common import check_privacy, warn_large_delta
 from dpkit.stats._events import is_replace
 from dpkit.stats._histogram import _gaussian_event, _gaussian_sigma
 
-__all__ = ["histogram_bins", "histogram_density"]
+__all__ = ["cell_noise", "histogram_bins", "histogram_density"]
 
 
 def histogram_bins(n: float, d: int) -> int:
@@ -202,14 +202,8 @@ def histogram_density(
         needs_n=fixed_bins is None,
         fraction=count_fraction,
     )
-    sens = 2 if replace else 1
-    main: Event
-    if dlt == 0.0:
-        scale = Fraction(sens) / Fraction(eps_h * SLACK)
-        main = DiscreteLaplaceEvent(scale=float(scale), sensitivity=sens)
-    else:
-        sigma = _gaussian_sigma(eps_h, dlt, replace)
-        main = _gaussian_event(sigma, replace)
+    scale, main = cell_noise(eps_h, dlt, replace)
+    sigma = float(scale)
     event = total_event(count, main)
     if fixed_bins is None and public_n is None:
         # the bin count depends on a noisy n: check the rule at a generous n before charging
@@ -239,6 +233,17 @@ def histogram_density(
     if math.isnan(n_hat):  # n private and not bought: report the normaliser actually used
         n_hat = max(float(noisy.sum()), 1.0)
     return DensityRelease(probs, edges, event, "histogram", noisy, n_hat, atom_sets, scale_real)
+
+
+def cell_noise(epsilon: float, delta: float, replace: bool) -> tuple[Fraction, Event]:
+    """The noise on every cell count at the density's (ε, δ): the discrete Laplace scale, or the
+    discrete Gaussian σ for δ > 0, and its event (public parameters only)."""
+    if delta == 0.0:
+        sens = 2 if replace else 1
+        scale = Fraction(sens) / Fraction(epsilon * SLACK)
+        return scale, DiscreteLaplaceEvent(scale=float(scale), sensitivity=sens)
+    sigma = _gaussian_sigma(epsilon, delta, replace)
+    return Fraction(sigma), _gaussian_event(sigma, replace)
 
 
 def _fitting_bins(side: int, atoms: tuple[tuple[float, ...], ...]) -> tuple[int, ...]:

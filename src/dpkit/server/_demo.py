@@ -92,10 +92,14 @@ def demo() -> None:
                 m = c.mean("households", "age", epsilon=0.4)
                 lo, hi = m.ci()
                 print(f"mean(age)      = {m.value:7.2f}   95% CI [{lo:.2f}, {hi:.2f}]  ε = 0.4")
+                quote = c.query("households", "histogram", column="region", epsilon=0.3,
+                                dry_run=True)  # fmt: skip
+                print(f"dry run (free): histogram(region) {quote}")
                 h = c.histogram("households", "region", epsilon=0.3)
                 counts = ", ".join(f"{k} {v:.0f}" for k, v in zip(h.labels or (), h.value,
                                                                    strict=False))  # fmt: skip
-                print(f"histogram(region): {counts}  ε = 0.3")
+                hw = (h.ci()[1][0] - h.ci()[0][0]) / 2
+                print(f"histogram(region): {counts}  ε = 0.3, each ± {hw:g} (95%)")
                 g = c.group_by("households", "region", {"stat": "mean", "column": "income"},
                                epsilon=0.2)  # fmt: skip
                 means = ", ".join(f"{r['region']} {r['mean_income']:.1f}" for r in g.rows[:4])

@@ -120,7 +120,10 @@ def _count(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
         rel = st.count(t.columns[first], epsilon=eps, delta=dlt, accountant=meter, rng=rng)
         return _answer(rel, alpha)
 
-    return Prepared("count", eps, dlt, compute)
+    def accuracy() -> float:
+        return st.accuracy("count", epsilon=eps, delta=dlt, alpha=alpha)
+
+    return Prepared("count", eps, dlt, compute, accuracy=accuracy)
 
 
 def _univariate(fn: Callable[..., st.Release], name: str) -> Any:
@@ -193,8 +196,14 @@ def _summed(steps_of: Callable[..., SumSteps | MeanSteps], name: str) -> Any:
             agg = clamped(t, col.name, bounds, key)
             return _answer(steps().release(agg, meter, rng), alpha)
 
+        def accuracy() -> float | None:
+            steps_made = steps()
+            # a mean's interval depends on its noisy count when n is not public
+            return steps_made.accuracy(alpha) if isinstance(steps_made, SumSteps) else None
+
         # Quick once the exact sum is remembered; the first one on new bounds reads the column.
-        return Prepared(name, eps, dlt, compute, quick=lambda t: t.memo.peek(key) is not None)
+        return Prepared(name, eps, dlt, compute, quick=lambda t: t.memo.peek(key) is not None,
+                        accuracy=accuracy)  # fmt: skip
 
     return prepare
 
@@ -276,7 +285,10 @@ def _histogram(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
         rel = st.histogram(x, bins=edges, epsilon=eps, delta=dlt, accountant=meter, rng=rng)
         return _answer(rel, alpha, labels)
 
-    return Prepared("histogram", eps, dlt, compute)
+    def accuracy() -> float:
+        return st.accuracy("histogram", epsilon=eps, delta=dlt, alpha=alpha)
+
+    return Prepared("histogram", eps, dlt, compute, accuracy=accuracy)
 
 
 def stats_registry() -> QueryRegistry:

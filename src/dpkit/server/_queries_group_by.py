@@ -257,4 +257,9 @@ def prepare_group_by(params: Mapping[str, Any], schema: DatasetSchema) -> Prepar
             rows.append(row)
         return Answer(rows, None, tuple(frame.columns))
 
-    return Prepared("group_by", plan.epsilon, plan.delta, compute)
+    def accuracy() -> dict[str, float]:
+        # each released key's noise half-width per column, from the plan (public parameters)
+        cells: dict[str, float] = plan.accuracy(float(alpha))
+        return cells
+
+    return Prepared("group_by", plan.epsilon, plan.delta, compute, accuracy=accuracy)

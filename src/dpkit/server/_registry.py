@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -76,6 +76,12 @@ class Prepared:
     the charge. ``False`` only for an entry whose answer, once charged, is bounded by
     construction and whose full run on the dummy would be costly (it is then probed up to
     its charge)."""
+    accuracy: Callable[[], Any] | None = field(default=None, repr=False, compare=False)
+    """The half-width of the answer's noise interval at the request's ``alpha``, from public
+    parameters only (a float, or a mapping from output column to float); ``None`` where it is
+    known only after the release. Computed once, when the request is priced (off the loop)."""
+    half_width: Any = None
+    """``accuracy()`` as computed at pricing: what a dry run shows with the price."""
 
 
 _MIN_EPSILON = 1e-12
@@ -236,6 +242,8 @@ class QueryRegistry:
             _dry_release(prepared, dummy)
         else:
             _probe(prepared, dummy)
+        if prepared.accuracy is not None:  # validated above: computed from public parameters
+            prepared = replace(prepared, half_width=prepared.accuracy())
         if key is not None:  # an entry's validation and price depend on the request alone
             dummy.memo.get(key, lambda: prepared)
         return prepared

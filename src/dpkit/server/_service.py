@@ -424,8 +424,13 @@ class Curator:
         if dry:
             # the quote is what the ledger would charge: the price in its units, shown back
             eps, dlt = quoted(prepared.epsilon), quoted(prepared.delta)
-            return {"dry_run": True, "query": name, "dataset": schema.name,
-                    "epsilon": eps, "delta": dlt}  # fmt: skip
+            quote = {"dry_run": True, "query": name, "dataset": schema.name,
+                     "epsilon": eps, "delta": dlt}  # fmt: skip
+            if prepared.half_width is not None:
+                # the noise half-width at the request's alpha, from public parameters only
+                quote["accuracy"] = {"alpha": params.get("alpha", 0.05),
+                                     "half_width": prepared.half_width}  # fmt: skip
+            return quote
         if dummy:
             answer = prepared.compute(dummy_tab, None, Meter(prepared.epsilon, prepared.delta))
             return {"dummy": True, "query": name, "dataset": schema.name, "epsilon": 0.0,

@@ -14,6 +14,7 @@ See ``docs/statistics.md``.
 
 from __future__ import annotations
 
+from dpkit.stats._accuracy import accuracy
 from dpkit.stats._bivariate import corr, cov
 from dpkit.stats._bounds import bounds
 from dpkit.stats._histogram import histogram
@@ -23,6 +24,7 @@ from dpkit.stats._release import Release
 
 __all__ = [
     "Release",
+    "accuracy",
     "bounds",
     "corr",
     "count",

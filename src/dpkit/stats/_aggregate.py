@@ -20,10 +20,13 @@ from typing import Any, ClassVar
 import numpy as np
 
 from dpkit._missing import Missing, check_missing, handle_missing
+from dpkit.errors import PrivacyParameterError
+from dpkit.mechanisms._tails import check_alpha
 from dpkit.random import RNGLike
 from dpkit.stats._common import (
     SupportsCharge,
     charge,
+    check_budget,
     check_privacy,
     release_parts,
     warn_large_delta,
@@ -32,7 +35,7 @@ from dpkit.stats._data import as_vector, check_bounds, check_n, refuse_empty_pub
 from dpkit.stats._events import Neighbouring, is_replace
 from dpkit.stats._fixed import fixed_sum, power_exponent
 from dpkit.stats._noisy import Part, Plan, plan
-from dpkit.stats._release import LinearNoise, Release
+from dpkit.stats._release import LinearNoise, PartsBox, Release
 
 __all__ = [
     "MU",
@@ -106,11 +109,12 @@ def _grid_of(lo: float, hi: float, k: int) -> tuple[int, int]:
 def release_sum(
     agg: ClampedSum,
     *,
-    epsilon: float,
+    epsilon: float | None = None,
     delta: float = 0.0,
     accountant: SupportsCharge | None = None,
     rng: RNGLike = None,
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,
+    rho: float | None = None,
 ) -> Release:
     """Release a :class:`ClampedSum`'s total with noise: :func:`dpkit.stats.sum`'s second step.
 
@@ -124,8 +128,8 @@ def release_sum(
     >>> bool(abs(r.value - 500) < 10)
     True
     """
-    eps, dlt = check_privacy(epsilon, delta)
-    steps = sum_steps(agg.bounds, eps, dlt, is_replace(neighbouring))
+    eps, dlt, r = check_budget(epsilon, delta, rho)
+    steps = sum_steps(agg.bounds, eps, dlt, is_replace(neighbouring), rho=r)
     return steps.release(agg, accountant, rng)
 
 
@@ -172,9 +176,10 @@ def mean_of(
     rng: RNGLike,
     n_pub: int | None,
     replace: bool,
+    rho: float | None = None,
 ) -> Release:
     """:func:`release_mean` on arguments already checked (and warned about) by the caller."""
-    return mean_steps(agg.bounds, eps, dlt, replace, n_pub).release(agg, accountant, rng)
+    return mean_steps(agg.bounds, eps, dlt, replace, n_pub, rho=rho).release(agg, accountant, rng)
 
 
 def _check_steps(agg: ClampedSum, bounds: tuple[float, float], exponent: int) -> None:
@@ -198,6 +203,7 @@ class SumSteps:
     exponent: int
     plan: Plan
     delta: float
+    rho: float | None = None
 
     def release(self, agg: ClampedSum, accountant: SupportsCharge | None, rng: RNGLike) -> Release:
         """Charge the plan's event to ``accountant``, then release ``agg``'s noisy total."""
@@ -205,11 +211,22 @@ class SumSteps:
         pl = self.plan
         charge(accountant, pl.event, "sum", delta=self.delta, rng=rng)
         (value,) = pl.draw([agg.total], rng)
-        return Release(value, pl.event, "sum", LinearNoise(((pl.parts[0], 1.0),)), delta=self.delta)
+        noise = LinearNoise(((pl.parts[0], 1.0),))
+        return Release(value, pl.event, "sum", noise, delta=self.delta, rho=self.rho)
+
+    def accuracy(self, alpha: float = 0.05) -> float:
+        """Half-width of the ``1 − alpha`` interval of the noise of every release made by these
+        steps, from public parameters only: exactly the ``ci(alpha)`` half-width of each."""
+        return self.plan.parts[0].half_width(check_alpha(alpha))
 
 
 def sum_steps(
-    bounds: tuple[float, float], epsilon: float, delta: float, replace: bool = False
+    bounds: tuple[float, float],
+    epsilon: float,
+    delta: float,
+    replace: bool = False,
+    *,
+    rho: float | None = None,
 ) -> SumSteps:
     """The :class:`SumSteps` of a sum over ``bounds`` at (ε, δ); ``replace``: replace-one
     neighbours. Refuses bad bounds or privacy parameters before anything can be charged.
@@ -226,13 +243,20 @@ def sum_steps(
     >>> bool(abs(r.value - 500) < 10)
     True
     """
-    epsilon, delta = check_privacy(epsilon, delta)
+    epsilon, delta, r = _budget(epsilon, delta, rho)
     lo, hi = check_bounds(bounds)
     k = power_exponent((lo, hi))
     tlo, thi = _grid_of(lo, hi, k)
     sens = thi - tlo if replace else max(abs(tlo), abs(thi))
-    pl = plan([Part("sum", -k, sens)], epsilon=epsilon, delta=delta)
-    return SumSteps((lo, hi), k, pl, delta)
+    pl = plan([Part("sum", -k, sens)], epsilon=epsilon, delta=delta, rho=r)
+    return SumSteps((lo, hi), k, pl, delta, r)
+
+
+def _budget(epsilon: float, delta: float, rho: float | None) -> tuple[float, float, float | None]:
+    """Checked (ε, δ), or a checked ρ (then ε and δ, which the caller set to 0, are unused)."""
+    if rho is None:
+        return (*check_privacy(epsilon, delta), None)
+    return 0.0, 0.0, check_budget(None, None, rho)[2]
 
 
 @dataclass(frozen=True)
@@ -275,6 +299,7 @@ class MeanSteps:
     centre: int  # the middle of the bounds on the fixed-point grid
     n: int | None  # the public record count, if there is one
     estimate: ClippedMean
+    rho: float | None = None  # the zCDP budget, when it was given one
 
     def release(self, agg: ClampedSum, accountant: SupportsCharge | None, rng: RNGLike) -> Release:
         """Charge the plan's event to ``accountant``, then release ``agg``'s noisy mean."""
@@ -287,7 +312,8 @@ class MeanSteps:
             charge(accountant, pl.event, "mean", delta=dlt, rng=rng)
             (s,) = pl.draw([centred], rng)
             noise = LinearNoise(((pl.parts[0], 1.0 / size),), sampling_sd=h / math.sqrt(size))
-            return Release(self.estimate.c + s / size, pl.event, "mean", noise, delta=dlt)
+            value = self.estimate.c + s / size
+            return Release(value, pl.event, "mean", noise, delta=dlt, rho=self.rho)
         return release_parts(
             pl,
             [centred, agg.size],
@@ -299,7 +325,30 @@ class MeanSteps:
             sampling_sd=lambda _v, size: h / math.sqrt(size),
             limits=self.bounds,
             corners=True,  # c + s / max(n, 1), clipped: monotone in s and in n
+            rho=self.rho,
         )
+
+    def accuracy(self, alpha: float = 0.05, *, expected_n: int | None = None) -> float:
+        """Half-width of the ``1 − alpha`` interval of a release's noise, before any release.
+
+        With a public ``n`` it is exact (the ``ci(alpha)`` half-width of every release). Without
+        one, the interval of a release depends on its noisy count; ``expected_n`` (a public guess
+        of the number of records, never read from the data) gives the half-width of the box
+        interval of a release whose noisy count is ``expected_n`` and whose mean is the centre of
+        the bounds, the widest place (an approximation: actual widths vary with the noise).
+        """
+        a = check_alpha(alpha)
+        if self.n is not None:
+            return self.plan.parts[0].half_width(a) / self.n
+        if expected_n is None:
+            raise PrivacyParameterError(
+                "the mean's accuracy with an unknown n depends on n: pass expected_n= (a public "
+                "guess of the number of records) or the public n."
+            )
+        size = float(check_n(expected_n) or 0)
+        box = PartsBox((0.0, size), self.plan.parts, self.estimate, None, self.bounds, True)
+        lo, hi = box.interval(self.estimate.c, a, False, "box")
+        return float(hi - lo) / 2.0
 
 
 def mean_steps(
@@ -308,6 +357,8 @@ def mean_steps(
     delta: float,
     replace: bool = False,
     n: int | None = None,
+    *,
+    rho: float | None = None,
 ) -> MeanSteps:
     """The :class:`MeanSteps` of a mean over ``bounds`` at (ε, δ); ``replace``: replace-one
     neighbours; ``n``: the public record count, if any (:func:`release_mean` also warns when δ
@@ -331,7 +382,7 @@ def mean_steps(
     >>> len(acct.ledger)  # one charge per release
     2
     """
-    epsilon, delta = check_privacy(epsilon, delta)
+    epsilon, delta, r = _budget(epsilon, delta, rho)
     n = check_n(n)
     lo, hi = check_bounds(bounds)
     k = power_exponent((lo, hi))
@@ -343,5 +394,5 @@ def mean_steps(
         parts = [Part("centred sum", -k, sens)]
     else:
         parts = [Part("centred sum", -k, sens, 1.0), Part("count", 0, 1, (hi - lo) / 2 * MU)]
-    pl = plan(parts, epsilon=epsilon, delta=delta)
-    return MeanSteps((lo, hi), k, pl, delta, centre, n, estimate)
+    pl = plan(parts, epsilon=epsilon, delta=delta, rho=r)
+    return MeanSteps((lo, hi), k, pl, delta, centre, n, estimate, r)

@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from dpkit._checks import check_delta, check_epsilon
-from dpkit.errors import PrivacyWarning
+from dpkit._checks import check_delta, check_epsilon, check_positive
+from dpkit.errors import PrivacyParameterError, PrivacyWarning
 from dpkit.mechanisms._base import SupportsCharge, charge
 from dpkit.random import RNGLike
 from dpkit.stats._data import FloatArray
@@ -22,6 +22,7 @@ __all__ = [
     "UNIT",
     "SupportsCharge",
     "charge",
+    "check_budget",
     "check_privacy",
     "gradient_weights",
     "int_range",
@@ -38,6 +39,17 @@ UNIT = math.ldexp(1.0, VALUE_BITS)
 
 def check_privacy(epsilon: object, delta: object) -> tuple[float, float]:
     return check_epsilon(epsilon), check_delta(delta)
+
+
+def check_budget(epsilon: object, delta: object, rho: object) -> tuple[float, float, float | None]:
+    """``(ε, δ, None)``, or ``(0, 0, ρ)`` for a zero-concentrated budget (Gaussian noise)."""
+    if rho is None:
+        return (*check_privacy(epsilon, delta), None)
+    if epsilon is not None or delta not in (None, 0, 0.0):
+        raise PrivacyParameterError(
+            "give either rho= (zCDP, Gaussian noise) or epsilon= (with delta=), not both."
+        )
+    return 0.0, 0.0, check_positive(rho, "rho")
 
 
 def warn_large_delta(delta: float, n_public: int | None) -> None:
@@ -116,6 +128,7 @@ def release_parts(
     public_n: int | None = None,
     exact: Callable[..., Any] | None = None,
     corners: bool = False,
+    rho: float | None = None,
 ) -> Release:
     """Charge the plan's event, add its noise to the parts' exact ``totals``, estimate, and
     attach error bars (:class:`PartsBox`).
@@ -136,7 +149,7 @@ def release_parts(
         size = float(public_n) if public_n is not None else max(float(noisy[-1]), 1.0)
         sd = sampling_sd(value, size)
     box = PartsBox(noisy, pl.parts, exact or estimator, sd, limits, corners)
-    return Release(_plain(value), pl.event, statistic, box, delta=delta)
+    return Release(_plain(value), pl.event, statistic, box, delta=delta, rho=rho)
 
 
 def _plain(value: Any) -> Any:

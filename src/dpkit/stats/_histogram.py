@@ -20,7 +20,7 @@ from dpkit.accounting import (
 from dpkit.errors import DataError
 from dpkit.noise import discrete_gaussian, discrete_laplace, sampled_sigma
 from dpkit.random import RNGLike, as_generator
-from dpkit.stats._common import SupportsCharge, charge, check_privacy
+from dpkit.stats._common import SupportsCharge, charge, check_budget
 from dpkit.stats._data import FloatArray, as_matrix
 from dpkit.stats._events import (
     Neighbouring,
@@ -89,12 +89,41 @@ def _gaussian_sigma(epsilon: float, delta: float, replace: bool) -> float:
     return sampled_sigma(sigma)  # calibrate checked exactly this value
 
 
+def histogram_noise(
+    epsilon: float, delta: float, replace: bool, rho: float | None = None
+) -> tuple[PartNoise, object]:
+    """The noise on every count of a histogram at (ε, δ) or ρ, and what it costs (public only).
+
+    With ρ: discrete Gaussian noise with ``1/(2σ²) ≤ ρ`` per changed count (add/remove changes
+    one count; replace two, so ``σ² ≥ 1/ρ``), paid in ρ exactly. Refuses, before anything is
+    charged, a scale the exact samplers cannot use.
+    """
+    event: object
+    if rho is not None:
+        changed = 2.0 if replace else 1.0
+        sigma = Fraction(sampled_sigma(math.nextafter(math.sqrt(changed / (2.0 * rho)), math.inf)))
+        noise = PartNoise(Part("counts", 0, 1), 0, 1, "gaussian", sigma)
+        event = _gaussian_event(float(sigma), replace)
+    elif delta == 0.0:
+        sens = 2 if replace else 1
+        scale = Fraction(sens) / Fraction(epsilon * (1.0 - 2.0**-40))
+        noise = PartNoise(Part("counts", 0, sens), 0, sens, "laplace", scale)
+        event = discrete_laplace_event(scale=scale, sensitivity=sens)
+    else:
+        sigma = Fraction(_gaussian_sigma(epsilon, delta, replace))
+        noise = PartNoise(Part("counts", 0, 1), 0, 1, "gaussian", sigma)
+        event = _gaussian_event(float(sigma), replace)
+    check_sampleable(noise.kind, noise.scale)  # refuse a tiny ε before charging, not after
+    return noise, event
+
+
 def histogram(
     x: object,
     *,
     bins: object,
-    epsilon: float,
+    epsilon: float | None = None,
     delta: float = 0.0,
+    rho: float | None = None,
     accountant: SupportsCharge | None = None,
     rng: RNGLike = None,
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,
@@ -108,6 +137,8 @@ def histogram(
     noise with σ from the analytic Gaussian calibration for Δ₂ gives (ε, δ)-DP (seed 002). Counts
     are unbiased and may be negative: clamp at 0 and renormalise for a density (seed 000).
 
+    ``rho=`` instead of ``epsilon``/``delta``: discrete Gaussian noise, ρ-zCDP for the vector.
+
     ``missing="raise"`` (default) refuses a NaN or None before any charge (the refusal reveals
     that one exists); ``missing="drop"`` removes such records first (add/remove neighbours).
 
@@ -119,7 +150,7 @@ def histogram(
     >>> h.value.shape, bool(abs(h.value[1] - 3413) < 100)
     ((4,), True)
     """
-    eps, dlt = check_privacy(epsilon, delta)
+    eps, dlt, r = check_budget(epsilon, delta, rho)
     replace = is_replace(neighbouring)
     policy = check_missing(missing, public_size=replace)
     data = handle_missing(as_matrix(x), policy)  # a record is missing when any column is
@@ -131,16 +162,7 @@ def histogram(
     counts, _ = np.histogramdd(data, bins=edges)
     if data.shape[1] == 1:
         counts = counts.reshape(-1)
-    if dlt == 0.0:
-        sens = 2 if replace else 1
-        scale = Fraction(sens) / Fraction(eps * (1.0 - 2.0**-40))
-        noise = PartNoise(Part("counts", 0, sens), 0, sens, "laplace", scale)
-        event = discrete_laplace_event(scale=scale, sensitivity=sens)
-    else:
-        sigma = Fraction(_gaussian_sigma(eps, dlt, replace))
-        noise = PartNoise(Part("counts", 0, 1), 0, 1, "gaussian", sigma)
-        event = _gaussian_event(float(sigma), replace)
-    check_sampleable(noise.kind, noise.scale)  # refuse a tiny ε before charging, not after
+    noise, event = histogram_noise(eps, dlt, replace, r)
     charge(accountant, event, "histogram", delta=dlt, rng=rng)
     gen = as_generator(rng)
     if noise.kind == "laplace":
@@ -148,4 +170,4 @@ def histogram(
     else:
         z = discrete_gaussian(noise.scale, size=counts.shape, rng=gen)
     value = counts + np.asarray(z, dtype=np.float64)
-    return Release(value, event, "histogram", LinearNoise(((noise, 1.0),)), delta=dlt)
+    return Release(value, event, "histogram", LinearNoise(((noise, 1.0),)), delta=dlt, rho=r)

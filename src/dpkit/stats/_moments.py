@@ -20,6 +20,7 @@ from dpkit.stats._aggregate import MU, ClampedSum, clamped_sum, mean_of, release
 from dpkit.stats._common import (
     SupportsCharge,
     charge,
+    check_budget,
     check_privacy,
     gradient_weights,
     int_range,
@@ -41,8 +42,9 @@ __all__ = ["count", "mean", "std", "sum", "var"]
 def count(
     x: object,
     *,
-    epsilon: float,
+    epsilon: float | None = None,
     delta: float = 0.0,
+    rho: float | None = None,
     accountant: SupportsCharge | None = None,
     rng: RNGLike = None,
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,
@@ -60,6 +62,9 @@ def count(
         The records (1-d, or 2-d with one row per record).
     epsilon, delta : float
         Privacy parameters.
+    rho : float, optional
+        Instead of ``epsilon``/``delta``: a zCDP budget ρ; discrete Gaussian noise with
+        ρ = 1/(2σ²), paid in ρ by a :class:`~dpkit.accounting.ZCDP` accountant.
     accountant : Accountant, optional
         Charged before anything is released.
     rng : None, int or numpy.random.Generator
@@ -74,6 +79,8 @@ def count(
     Examples
     --------
     >>> import dpkit.stats as st
+    >>> st.count(range(1000), rho=0.125, rng=0)
+    Release(count=1001, rho=0.125, ci='exact noise quantiles')
     >>> r = st.count(range(1000), epsilon=1.0, rng=0)
     >>> bool(abs(r.value - 1000) < 20)
     True
@@ -81,24 +88,27 @@ def count(
     >>> round(hi - r.value, 6)
     3.0
     """
-    eps, dlt = check_privacy(epsilon, delta)
+    eps, dlt, r = check_budget(epsilon, delta, rho)
     replace = is_replace(neighbouring)
     n = records(x, missing=check_missing(missing, public_size=replace))
     part = Part("count", 0, 0 if replace else 1, 1.0)
-    pl = plan([part], epsilon=eps, delta=dlt)
+    pl = plan([part], epsilon=eps, delta=dlt, rho=r)
     if not replace:
         charge(accountant, pl.event, "count", delta=dlt, rng=rng)
     (value,) = pl.draw([n], rng)
     noise = LinearNoise(((pl.parts[0], 1.0),))
-    return Release(float(value), pl.event, "count", noise, delta=dlt if not replace else 0.0)
+    if replace:
+        return Release(float(value), pl.event, "count", noise)
+    return Release(float(value), pl.event, "count", noise, delta=dlt, rho=r)
 
 
 def sum(
     x: object,
     *,
     bounds: tuple[float, float],
-    epsilon: float,
+    epsilon: float | None = None,
     delta: float = 0.0,
+    rho: float | None = None,
     accountant: SupportsCharge | None = None,
     rng: RNGLike = None,
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,
@@ -113,6 +123,7 @@ def sum(
 
     ``missing="raise"`` (default) refuses a NaN or None before any charge (the refusal reveals
     that one exists); ``missing="drop"`` removes such records first (add/remove neighbours).
+    ``rho=`` instead of ``epsilon``/``delta``: discrete Gaussian noise, ρ-zCDP.
 
     Examples
     --------
@@ -121,12 +132,12 @@ def sum(
     >>> bool(abs(r.value - 500) < 10)
     True
     """
-    eps, dlt = check_privacy(epsilon, delta)
+    eps, dlt, r = check_budget(epsilon, delta, rho)
     replace = is_replace(neighbouring)  # a bad relation is refused before the data are read
     policy = check_missing(missing, public_size=replace)
     return release_sum(
-        clamped_sum(x, bounds, missing=policy), epsilon=eps, delta=dlt, accountant=accountant,
-        rng=rng, neighbouring=neighbouring,
+        clamped_sum(x, bounds, missing=policy), epsilon=None if r else eps, delta=dlt,
+        accountant=accountant, rng=rng, neighbouring=neighbouring, rho=r,
     )  # fmt: skip
 
 
@@ -134,8 +145,9 @@ def mean(
     x: object,
     *,
     bounds: tuple[float, float],
-    epsilon: float,
+    epsilon: float | None = None,
     delta: float = 0.0,
+    rho: float | None = None,
     accountant: SupportsCharge | None = None,
     rng: RNGLike = None,
     n: int | None = None,
@@ -168,6 +180,9 @@ def mean(
         Public bounds ``(L, U)``; required, never read from the data.
     epsilon, delta : float
         Privacy parameters.
+    rho : float, optional
+        Instead of ``epsilon``/``delta``: a zCDP budget ρ for discrete Gaussian noise on the
+        parts (their costs add up to ρ).
     accountant : Accountant, optional
         Charged with the whole statistic before anything is released.
     rng : None, int or numpy.random.Generator
@@ -199,7 +214,7 @@ def mean(
     >>> bool(lo < m.value < hi)
     True
     """
-    eps, dlt = check_privacy(epsilon, delta)
+    eps, dlt, r = check_budget(epsilon, delta, rho)
     replace = is_replace(neighbouring)
     lo, hi = check_bounds(bounds)
     policy = check_missing(missing, public_size=replace and n is None)
@@ -213,7 +228,7 @@ def mean(
     warn_large_delta(dlt, n_pub)
     k = power_exponent((lo, hi))
     agg = ClampedSum((lo, hi), k, fixed_sum(data, (lo, hi), k), int(data.size))
-    return mean_of(agg, eps, dlt, accountant, rng, n_pub, replace)
+    return mean_of(agg, eps, dlt, accountant, rng, n_pub, replace, rho=r)
 
 
 def _var_parts(

@@ -215,14 +215,41 @@ def check_sampleable(kind: str, scale: Fraction) -> None:
     rational_at_least(scale, "noise scale", max_numerator=limit)
 
 
-def plan(parts: Sequence[Part], *, epsilon: float, delta: float) -> Plan:
+def plan(parts: Sequence[Part], *, epsilon: float, delta: float, rho: float | None = None) -> Plan:
     """Split (ε, δ) between the parts to minimise the estimate's noise variance, and calibrate.
 
     ``epsilon`` and ``delta`` must already be checked. Returns the plan and its composed event.
-    The result is a pure function of the (frozen, hashable) parts and (ε, δ), and is memoised:
-    calibration reads no data, so this is not privacy state.
+    With ``rho`` (checked) instead, the parts get discrete Gaussian noise whose zCDP costs add up
+    to at most ρ (ε and δ are then ignored). The result is a pure function of the (frozen,
+    hashable) parts and the budget, and is memoised: calibration reads no data, so this is not
+    privacy state.
     """
+    if rho is not None:
+        return _plan_rho(tuple(parts), float(rho))
     return _plan(tuple(parts), float(epsilon), float(delta))
+
+
+@lru_cache(maxsize=512)
+def _plan_rho(parts: tuple[Part, ...], rho: float) -> Plan:
+    """Discrete Gaussian noise on the parts, ρ-zCDP in all (Bun and Steinke 2016).
+
+    The whitened vector ``(T_j/σ_j)`` has ℓ2 sensitivity ``(Σ Δ_j²/σ_j²)^{1/2}``; with
+    ``σ_j = σ* (Δ_j Σ_i w_i Δ_i / w_j)^{1/2}`` (the split of the module notes) and ``σ* =
+    1/√(2ρ)`` the parts' costs ``Δ_j²/(2σ_j²)`` add up to ρ. Each σ_j is computed for the rounded
+    integer sensitivity and rounded up to the sampled σ, so each cost only shrinks; σ* is raised
+    by 1e-12 to absorb float rounding in the sum.
+    """
+    noisy = [p for p in parts if p.sensitivity > 0]
+    sigma_star = (1.0 + 1e-12) / math.sqrt(2.0 * rho)
+    total = sum(p.weight * p.real_sensitivity for p in noisy)
+    calibrated: dict[str, PartNoise] = {}
+    for p in noisy:
+        ratio = math.nextafter(sigma_star * math.sqrt(total / (p.weight * p.real_sensitivity)),
+                               math.inf)  # fmt: skip
+        calibrated[p.name] = _calibrated(p, ratio * p.real_sensitivity, "gaussian", ratio)
+    out = tuple(calibrated.get(p.name) or PartNoise(p, 0, 0, "none", Fraction(0)) for p in parts)
+    event = composed(tuple(pn.event for pn in out if pn.kind != "none"))
+    return Plan(out, event)
 
 
 @lru_cache(maxsize=512)

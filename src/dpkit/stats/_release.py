@@ -240,6 +240,8 @@ class Release:
     delta : float
         The δ the release was calibrated for (0 for pure ε-DP); with ``event`` it gives the
         (ε, δ) shown by ``repr``.
+    rho : float or None
+        The zCDP budget ρ the release was calibrated for, when it was given one (``rho=``).
 
     The ``repr`` shows the value, the privacy cost in user units (ε, and δ when positive) and
     how ``ci`` computes its error bars; the event itself, in the integer units of the noise, is
@@ -251,6 +253,7 @@ class Release:
     statistic: str = "statistic"
     errors: ErrorModel = field(default=NoInterval("no error model"), repr=False, compare=False)
     delta: float = field(default=0.0, repr=False, compare=False)
+    rho: float | None = field(default=None, repr=False, compare=False)
 
     def ci(
         self, alpha: float = 0.05, *, include_sampling: bool = False, method: str = "box"
@@ -296,6 +299,8 @@ class Release:
     def _cost(self) -> str:
         if self.event is None:
             return "epsilon=0 (public)"
+        if self.rho is not None:  # paid in zCDP: shown in ρ, the unit it was asked and paid in
+            return f"rho={_round_up(self.rho)}"
         try:
             eps = float(epsilon_of(self.event, delta=self.delta))  # type: ignore[arg-type]
         except DPKitError:  # pragma: no cover - every event a statistic charges has an ε

@@ -1,0 +1,84 @@
+"""How accurate each cell of a grouped query will be, before anything is spent.
+
+Everything here reads the calibrated :class:`~dpkit.frame._calibrate.NoisePlan` (public
+parameters only) and computes each output cell's noise half-width the way
+:func:`~dpkit.frame._finish.finish` computes the released intervals, so a cell's accuracy is its
+released interval's half-width (count, distinct units, sum, histogram bins: exactly; a mean at a
+stated public group size: the interval of a release whose noisy count comes out at that size).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from dpkit.errors import PrivacyParameterError
+from dpkit.frame._aggs import Aggregation
+from dpkit.frame._calibrate import NoisePlan
+
+__all__ = ["cell_accuracy", "kept_from"]
+
+
+def _mean_half_width(plan: NoisePlan, agg: Aggregation, alpha: float, n: float) -> float:
+    """The mean's interval half-width where its noisy count is ``n`` and its centred sum 0.
+
+    :func:`~dpkit.frame._finish._estimates` bounds ``s/n`` over the Bonferroni box of the two
+    parts; at ``s = 0`` that range is ``±h_s/(n − h_n)``, capped at the bounds' half-range.
+    """
+    assert agg.bounds is not None
+    ms = agg.measures()
+    h_s = plan.of(ms[0]).half_width(alpha / 2)
+    h_n = plan.of(ms[-1]).half_width(alpha / 2)
+    half = agg.bounds[1] / 2 - agg.bounds[0] / 2
+    if n - h_n <= 0:
+        return half
+    return half * min(1.0, h_s / (n - h_n))
+
+
+def cell_accuracy(
+    plan: NoisePlan,
+    aggs: Sequence[Aggregation],
+    alpha: float,
+    expected_n: float | None = None,
+) -> dict[str, float]:
+    """Half-width of the ``1 − alpha`` noise interval of every output column of every released
+    key (one value per column: every key gets the same noise distribution).
+
+    Counts, distinct units, sums and histogram bins are exact. A mean's interval depends on
+    its noisy count: it is given at ``expected_n`` rows per group (a public guess), and left
+    out without one, like variances, standard deviations and quantiles, whose intervals depend
+    on their noisy parts.
+    """
+    out: dict[str, float] = {}
+    for agg in aggs:
+        ms = agg.measures()
+        if agg.stat in ("count", "count_units", "sum"):
+            out[agg.alias] = plan.of(ms[0]).half_width(alpha)
+        elif agg.stat == "histogram":
+            h = plan.of(ms[0]).half_width(alpha)
+            for i in range(len(agg.edges) - 1):
+                out[f"{agg.alias}_{i}"] = h
+        elif agg.stat == "mean" and expected_n is not None:
+            out[agg.alias] = _mean_half_width(plan, agg, alpha, float(expected_n))
+    return out
+
+
+def kept_from(plan: NoisePlan, probability: float, *, keys_per_unit: int = 1) -> int | None:
+    """The smallest number of units with which a key is kept with at least ``probability``
+    (``None`` with public keys: every key is released)."""
+    sel = plan.selection
+    if sel is None:
+        return None
+    if not 0.0 < probability < 1.0:
+        raise PrivacyParameterError("probability must be in (0, 1).")
+    lo, hi = 0, 1
+    while sel.keep_probability(hi, keys_per_unit=keys_per_unit) < probability:
+        lo, hi = hi, hi * 2
+        if hi > 2**62:  # pragma: no cover - every method keeps a large enough key surely
+            raise PrivacyParameterError("no number of units reaches this probability.")
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if sel.keep_probability(mid, keys_per_unit=keys_per_unit) >= probability:
+            hi = mid
+        else:
+            lo = mid
+    return hi
