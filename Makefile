@@ -6,8 +6,10 @@ BENCH_VENV := .venv-bench
 BENCH_PY := $(BENCH_VENV)/bin/python
 SYNTH_VENV := .venv-synth
 SYNTH_PY := $(SYNTH_VENV)/bin/python
+DEMO_VENV := .venv-demo
+DEMO_PY := $(DEMO_VENV)/bin/python
 
-.PHONY: test demo bench lint typecheck pytest clean system-deps
+.PHONY: test demo bench lint typecheck pytest docs clean system-deps
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,10 +31,21 @@ system-deps:
 pytest: $(VENV)/.installed system-deps
 	$(PY) -m pytest -W error
 
+# The site (API reference from the docstrings) must build without a warning; the notebooks under
+# docs/notebooks/ are executed by tests/docs/test_notebooks.py, which `pytest` runs.
+docs: $(VENV)/.installed
+	$(VENV)/bin/mkdocs build --strict --quiet --site-dir build/site
+
 test: lint typecheck pytest
 
-demo: $(VENV)/.installed
-	MPLBACKEND=Agg $(PY) -m dpkit.demo
+# The demo has an environment of its own with only what it imports (no Spark, no test tools).
+$(DEMO_VENV)/.installed: pyproject.toml
+	test -x $(DEMO_PY) || $(PYTHON) -m venv $(DEMO_VENV)
+	$(DEMO_PY) -m pip install --quiet -e '.[demo]'
+	touch $@
+
+demo: $(DEMO_VENV)/.installed
+	MPLBACKEND=Agg $(DEMO_PY) -m dpkit.demo
 
 # Peer libraries pin old NumPy/scikit-learn, so they live in an environment of their own.
 $(BENCH_VENV)/.installed: pyproject.toml benchmarks/requirements.txt
@@ -55,4 +68,4 @@ bench: $(BENCH_VENV)/.installed $(SYNTH_VENV)/.installed
 	PYTHONPATH=src $(SYNTH_PY) benchmarks/release.py
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) $(SYNTH_VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(BENCH_VENV) $(SYNTH_VENV) $(DEMO_VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

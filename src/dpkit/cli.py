@@ -153,7 +153,10 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from dpkit._version import __version__
+
     parser = argparse.ArgumentParser(prog="dpkit", description="dpkit: differential privacy.")
+    parser.add_argument("--version", action="version", version=f"dpkit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     audit = sub.add_parser(
         "audit",

@@ -109,7 +109,7 @@ class Curator:
         try:
             import httpx
         except ImportError as exc:  # pragma: no cover - the server extra installs it
-            raise ImportError("dpkit.client needs pip install 'dpkit[server]'") from exc
+            raise ImportError("dpkit.client needs httpx: pip install 'dpkit[client]'") from exc
         self._http = httpx.Client(
             base_url=url, timeout=timeout, headers={"Authorization": f"Bearer {key}"}
         )
