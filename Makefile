@@ -18,8 +18,8 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check src tests benchmarks
-	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks tools
+	$(VENV)/bin/ruff format --check src tests benchmarks tools
 
 typecheck: $(VENV)/.installed
 	$(VENV)/bin/mypy --strict src
@@ -34,9 +34,9 @@ pytest: $(VENV)/.installed system-deps
 # The site (API reference from the docstrings) must build without a warning; the notebooks under
 # docs/notebooks/ are executed by tests/docs/test_notebooks.py, which `pytest` runs.
 docs: $(VENV)/.installed
-	$(VENV)/bin/mkdocs build --strict --quiet --site-dir build/site
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir build/site
 
-test: lint typecheck pytest
+test: lint typecheck docs pytest
 
 # The demo has an environment of its own with only what it imports (no Spark, no test tools).
 $(DEMO_VENV)/.installed: pyproject.toml

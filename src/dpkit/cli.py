@@ -143,7 +143,7 @@ def _audit(args: argparse.Namespace) -> int:
         bar.close()
         print("\n".join(rows))
     if any(c.audit_delta is not None for c, _ in cases):
-        print("* claimed δ not far below 1/n is void (seed 002); audited at δ = 1/n².")
+        print("* claimed δ not far below 1/n is void (δn records in clear); audited at δ = 1/n².")
     if any(r.endswith(" no power") for r in rows):
         print(
             f"no power: ε_LB below {NO_POWER:g} × the claim; the audit could not tell the inputs "

@@ -161,7 +161,7 @@ def epsilon_lower_bound(
     both tails, sets of discrete outputs ranked by likelihood ratio, low-order-bit lattices, or a
     logistic-regression score for vector outputs) and the remaining runs, which played no part in
     the choice, give the false positive and false negative counts. Their Clopper–Pearson upper ends
-    turn seed 004's test inequality ``p + e^ε q ≥ 1 − δ`` into a bound.
+    turn Kamath's (2020) test inequality ``p + e^ε q ≥ 1 − δ`` into a bound.
 
     Parameters
     ----------
@@ -197,7 +197,7 @@ def epsilon_lower_bound(
     Notes
     -----
     With probability at least ``confidence`` the mechanism is not (ε, δ)-DP for any ε below the
-    bound (Jagielski, Ullman & Oprea 2020; Nasr et al. 2021; the test view is seed 004,
+    bound (Jagielski, Ullman & Oprea 2020; Nasr et al. 2021; the test view is Kamath 2020,
     Wasserman & Zhou 2010, Kairouz, Oh & Viswanath 2015). A bound below the claim proves
     nothing about privacy: a better pair or region might find more.
 

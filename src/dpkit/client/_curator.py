@@ -91,6 +91,8 @@ class Curator:
     timeout : float
         Seconds per request.
 
+    Notes
+    -----
     Every query method takes ``epsilon`` (and ``delta``) keyword-only, like :mod:`dpkit.stats`,
     plus ``dry_run=True`` (validate and price only, free) or ``dummy=True`` (run on the public
     dummy dataset, free). Each query carries an idempotency key, so a retried request (same
