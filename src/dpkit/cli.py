@@ -17,49 +17,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Sequence
-from typing import TextIO
 
+from dpkit._progress import ProgressBar
 from dpkit.audit._cases import AuditCase
 from dpkit.audit._catalogue import builtin_cases
 from dpkit.audit._controls import negative_controls
 from dpkit.audit._result import AuditResult
 from dpkit.errors import DPKitError
 
-__all__ = ["main"]
-
-
-class ProgressBar:
-    """A one-line text progress bar, redrawn in place on a stream (stderr by default)."""
-
-    def __init__(self, total: int, *, stream: TextIO | None = None, width: int = 30) -> None:
-        self.total = max(1, total)
-        self.done = 0
-        self.stream = sys.stderr if stream is None else stream
-        self.width = width
-        self.label = ""
-        self._last = -1
-        self._start = time.monotonic()
-
-    def advance(self, k: int, label: str | None = None) -> None:
-        """Record ``k`` more runs done (and optionally what is running) and redraw if needed."""
-        self.done = min(self.total, self.done + k)
-        if label is not None:
-            self.label = label
-        permille = 1000 * self.done // self.total
-        if permille != self._last:
-            self._last = permille
-            filled = self.width * self.done // self.total
-            bar = "#" * filled + "." * (self.width - filled)
-            secs = time.monotonic() - self._start
-            self.stream.write(f"\r[{bar}] {permille / 10:5.1f}% {secs:5.0f}s {self.label[:40]:<40}")
-            self.stream.flush()
-
-    def close(self) -> None:
-        """Finish the line."""
-        self.stream.write("\n")
-        self.stream.flush()
+__all__ = ["ProgressBar", "main"]  # ProgressBar lives in dpkit._progress
 
 
 NO_POWER = 0.05

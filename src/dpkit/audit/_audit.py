@@ -12,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpkit._checks import check_delta
+from dpkit._progress import Progress
 from dpkit.audit._clopper_pearson import check_confidence
 from dpkit.audit._regions import (
     Above,
@@ -35,8 +36,7 @@ from dpkit.random import RNGLike, as_generator
 
 __all__ = ["Progress", "epsilon_lower_bound", "is_batched", "run_mechanism"]
 
-Progress = Callable[[int, int], None]
-"""``progress(done, total)``: called as runs complete."""
+# ``progress(done, total)``, called as runs complete: the one progress API (dpkit._progress).
 
 _KNOWN_REGIONS = (
     Above,

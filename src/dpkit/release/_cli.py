@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from dpkit._progress import ProgressBar
 from dpkit.errors import DataError
 from dpkit.release._domain import Domain
 from dpkit.release._report import utility_report
@@ -93,8 +94,6 @@ def run_release(args: argparse.Namespace) -> int:
     data = _read_csv(args.data, domain)
     bar = None
     if not args.quiet:
-        from dpkit.cli import ProgressBar  # the command's own bar; imported late (cycle)
-
         bar = ProgressBar(1 + synth.plan.rounds)
 
     def tick(done: int, total: int) -> None:
