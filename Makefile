@@ -39,9 +39,11 @@ docs: $(VENV)/.installed
 test: lint typecheck docs pytest
 
 # The demo has an environment of its own with only what it imports (no Spark, no test tools).
+# It is kept small: no pip inside it (the outer pip installs into it), and no bytecode compiled at
+# install time (Python caches what the demo imports when it first runs).
 $(DEMO_VENV)/.installed: pyproject.toml
-	test -x $(DEMO_PY) || $(PYTHON) -m venv $(DEMO_VENV)
-	$(DEMO_PY) -m pip install --quiet -e '.[demo]'
+	test -x $(DEMO_PY) || $(PYTHON) -m venv --without-pip $(DEMO_VENV)
+	$(PYTHON) -m pip --python $(DEMO_PY) install --quiet --no-compile -e '.[demo]'
 	touch $@
 
 demo: $(DEMO_VENV)/.installed
