@@ -9,6 +9,7 @@ executes every notebook again, so a notebook that no longer runs fails the suite
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -317,14 +318,17 @@ synthetic.head()
 """),
     code("""
 # plots=False: the report's own figures are for its HTML page (report.to_html(path)).
-report = utility_report(real, synthetic, domain, target="occupation", plots=False)
+report = utility_report(
+    real, synthetic, domain, target="occupation", plots=False, synthesizer=synth
+)
 print(report.summary())
 """),
     md("""
-KS is the Kolmogorov–Smirnov distance of a numeric column's marginal, TVD the total variation
-distance of its binned marginal (and the means over pairs and triples of columns); the last line
-trains a classifier on the synthetic table and tests it on held-out real records. Two marginals,
-side by side:
+Its first lines are the release's provenance — method, ε, δ and ρ, the public domain, the dpkit
+version — and no seed. KS is the Kolmogorov–Smirnov distance of a numeric column's marginal, TVD
+the total variation distance of its binned marginal (and the means over pairs and triples of
+columns); the last line trains a classifier on the synthetic table and tests it on held-out real
+records. Two marginals, side by side:
 """),
     code("""
 fig, axes = plt.subplots(1, 2, figsize=(9, 3))
@@ -353,6 +357,9 @@ NOTEBOOKS = {
 
 
 def build(name: str) -> Path:
+    # The kernel runs in docs/notebooks: it must import this tree's dpkit.
+    src = str(HERE.parents[1] / "src")
+    os.environ["PYTHONPATH"] = os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])
     nb = nbformat.v4.new_notebook()
     nb.cells = NOTEBOOKS[name]
     nb.metadata["kernelspec"] = {

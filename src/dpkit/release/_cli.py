@@ -109,7 +109,11 @@ def run_release(args: argparse.Namespace) -> int:
     table = model.sample(
         args.rows, rng=None if args.seed is None else args.seed + 1, output="pandas"
     )
-    rep = utility_report(data, table, domain, target=args.target) if args.report else None
+    rep = (
+        utility_report(data, table, domain, target=args.target, synthesizer=synth)
+        if args.report
+        else None
+    )
     # Written to temporaries beside their targets and renamed only when all are complete.
     temps = {
         path: Path(path).with_name(f".{Path(path).name}.{os.getpid()}.tmp") for path in outputs

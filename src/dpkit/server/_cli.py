@@ -46,9 +46,8 @@ def _serve(args: argparse.Namespace) -> int:
         print("dpkit serve needs the server extra: pip install 'dpkit[server]'")
         return 2
     from dpkit.server._app import create_app
-    from dpkit.server._config import load_config
-
     from dpkit.server._banner import startup_banner
+    from dpkit.server._config import load_config
 
     cfg = load_config(args.config)
     host: str = args.host or cfg.host
