@@ -164,6 +164,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dpkit`` console script; returns the exit status."""
+    words = sys.argv[1:] if argv is None else list(argv)
+    if words == ["--version"]:  # answered before the layers' commands are imported
+        from dpkit._version import __version__
+
+        print(f"dpkit {__version__}")
+        return 0
     args = _parser().parse_args(argv)
     try:
         if args.command == "audit":

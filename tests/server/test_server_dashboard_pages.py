@@ -113,3 +113,15 @@ def test_admin_layout_in_a_browser(server: Any, hopper: Any, tmp_path: Path) -> 
     assert ry.size > 5 * 20  # three answers' dots and the group-by table's
     assert int(ry.min()) > plot_bottom > plot_top
     assert int(np.median(rx)) > width // 3
+
+
+def test_group_by_tables_escape_and_cap_their_rows() -> None:
+    from dpkit.server._dashboard import error_bar
+    from dpkit.server._dashboard_charts import MAX_ROWS, rows_table
+
+    rows = [{"k<b>": "<script>x</script>", "n": float(i), "n_lo": i - 1.0, "n_hi": i + 1.0}
+            for i in range(MAX_ROWS + 3)]  # fmt: skip
+    html = rows_table(rows, error_bar)
+    assert "<script>" not in html and "&lt;script&gt;" in html and "k&lt;b&gt;" in html
+    assert html.count('aria-label="error bar"') == MAX_ROWS and "and 3 more rows" in html
+    assert len(set(re.findall(r'data-axis="([^"]+)"', html))) == 1  # one axis for the groups
