@@ -6,8 +6,10 @@ BENCH_VENV := .venv-bench
 BENCH_PY := $(BENCH_VENV)/bin/python
 SYNTH_VENV := .venv-synth
 SYNTH_PY := $(SYNTH_VENV)/bin/python
+DEMO_VENV := .venv-demo
+DEMO_PY := $(DEMO_VENV)/bin/python
 
-.PHONY: test demo bench lint typecheck pytest clean system-deps
+.PHONY: test demo bench lint typecheck pytest docs clean system-deps
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,8 +18,8 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check src tests benchmarks
-	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks tools
+	$(VENV)/bin/ruff format --check src tests benchmarks tools
 
 typecheck: $(VENV)/.installed
 	$(VENV)/bin/mypy --strict src
@@ -29,10 +31,23 @@ system-deps:
 pytest: $(VENV)/.installed system-deps
 	$(PY) -m pytest -W error --durations=25
 
-test: lint typecheck pytest
+# The site (API reference from the docstrings) must build without a warning; the notebooks under
+# docs/notebooks/ are executed by tests/docs/test_notebooks.py, which `pytest` runs.
+docs: $(VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir build/site
 
-demo: $(VENV)/.installed
-	MPLBACKEND=Agg $(PY) -m dpkit.demo
+test: lint typecheck docs pytest
+
+# The demo has an environment of its own with only what it imports (no Spark, no test tools).
+# It is kept small: no pip inside it (the outer pip installs into it), and no bytecode compiled at
+# install time (Python caches what the demo imports when it first runs).
+$(DEMO_VENV)/.installed: pyproject.toml
+	test -x $(DEMO_PY) || $(PYTHON) -m venv --without-pip $(DEMO_VENV)
+	$(PYTHON) -m pip --python $(DEMO_PY) install --quiet --no-compile -e '.[demo]'
+	touch $@
+
+demo: $(DEMO_VENV)/.installed
+	MPLBACKEND=Agg $(DEMO_PY) -m dpkit.demo
 
 # Peer libraries pin old NumPy/scikit-learn, so they live in an environment of their own.
 $(BENCH_VENV)/.installed: pyproject.toml benchmarks/requirements.txt
@@ -55,4 +70,4 @@ bench: $(BENCH_VENV)/.installed $(SYNTH_VENV)/.installed
 	PYTHONPATH=src $(SYNTH_PY) benchmarks/release.py
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) $(SYNTH_VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(BENCH_VENV) $(SYNTH_VENV) $(DEMO_VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -31,11 +31,15 @@ Layers with optional dependencies are imported on their own (``import dpkit.fram
 synthetic data), :mod:`dpkit.local` (the local model), :mod:`dpkit.ml` and
 :mod:`dpkit.holdout` (models, the reusable holdout), :mod:`dpkit.server` and
 :mod:`dpkit.client` (the curator service).
+
+>>> dp.__version__ == __import__("importlib.metadata").metadata.version("dpkit")
+True
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations`` here: this module defines nothing that needs it, and
+# it would show ``annotations`` in ``dir(dpkit)``.
 from dpkit import accounting, audit, errors, mechanisms, noise, plan, random, stats
+from dpkit._version import __version__
 from dpkit.accounting import ZCDP, Accountant, ApproxDP, Neighbouring, PureDP
 from dpkit.errors import BudgetExceededError, DataError, DPKitError, PrivacyParameterError
 from dpkit.stats import (
@@ -52,8 +56,6 @@ from dpkit.stats import (
     sum,
     var,
 )
-
-__version__ = "0.1.0"
 
 __all__ = [
     "ZCDP",

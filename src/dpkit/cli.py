@@ -24,10 +24,9 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-import time
 from collections.abc import Sequence
-from typing import TextIO
 
+from dpkit._progress import ProgressBar
 from dpkit.audit._cases import AuditCase
 from dpkit.audit._catalogue import builtin_cases
 from dpkit.audit._controls import negative_controls
@@ -36,39 +35,7 @@ from dpkit.errors import DPKitError
 from dpkit.plan import MECHANISMS
 from dpkit.stats._accuracy import STATISTICS, accuracy
 
-__all__ = ["main"]
-
-
-class ProgressBar:
-    """A one-line text progress bar, redrawn in place on a stream (stderr by default)."""
-
-    def __init__(self, total: int, *, stream: TextIO | None = None, width: int = 30) -> None:
-        self.total = max(1, total)
-        self.done = 0
-        self.stream = sys.stderr if stream is None else stream
-        self.width = width
-        self.label = ""
-        self._last = -1
-        self._start = time.monotonic()
-
-    def advance(self, k: int, label: str | None = None) -> None:
-        """Record ``k`` more runs done (and optionally what is running) and redraw if needed."""
-        self.done = min(self.total, self.done + k)
-        if label is not None:
-            self.label = label
-        permille = 1000 * self.done // self.total
-        if permille != self._last:
-            self._last = permille
-            filled = self.width * self.done // self.total
-            bar = "#" * filled + "." * (self.width - filled)
-            secs = time.monotonic() - self._start
-            self.stream.write(f"\r[{bar}] {permille / 10:5.1f}% {secs:5.0f}s {self.label[:40]:<40}")
-            self.stream.flush()
-
-    def close(self) -> None:
-        """Finish the line."""
-        self.stream.write("\n")
-        self.stream.flush()
+__all__ = ["ProgressBar", "main"]  # ProgressBar lives in dpkit._progress
 
 
 NO_POWER = 0.05
@@ -152,7 +119,7 @@ def _audit(args: argparse.Namespace) -> int:
         bar.close()
         print("\n".join(rows))
     if any(c.audit_delta is not None for c, _ in cases):
-        print("* claimed δ not far below 1/n is void (seed 002); audited at δ = 1/n².")
+        print("* claimed δ not far below 1/n is void (δn records in clear); audited at δ = 1/n².")
     if any(r.endswith(" no power") for r in rows):
         print(
             f"no power: ε_LB below {NO_POWER:g} × the claim; the audit could not tell the inputs "
@@ -234,7 +201,10 @@ def _up(value: float) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from dpkit._version import __version__
+
     parser = argparse.ArgumentParser(prog="dpkit", description="dpkit: differential privacy.")
+    parser.add_argument("--version", action="version", version=f"dpkit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     audit = sub.add_parser(
         "audit",
@@ -276,6 +246,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dpkit`` console script; returns the exit status."""
+    words = sys.argv[1:] if argv is None else list(argv)
+    if words == ["--version"]:  # answered before the layers' commands are imported
+        from dpkit._version import __version__
+
+        print(f"dpkit {__version__}")
+        return 0
     args = _parser().parse_args(argv)
     try:
         if args.command == "audit":

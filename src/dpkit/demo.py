@@ -1,10 +1,10 @@
 """A tour of dpkit on the examples of the seeds, with real output (``make demo``).
 
-Sections: exact noise; a randomized-response survey (seed 004); seed 001's chocolate example
-(count, mean, std, correlation with error bars); medians by the exponential mechanism (seed
-001); a budget that refuses to be overspent and tight DP-SGD accounting; the accuracy planned
-before a charge and the interval after it; and a PNG plot of the
-CDF of DP error against sampling error (seed 001), in ``demo_output/``.
+Sections: exact noise; a randomized-response survey (Kamath 2020); McSherry's (2016) chocolate
+example (count, mean, std, correlation with error bars); medians by the exponential mechanism
+(McSherry 2016); a budget that refuses to be overspent and tight DP-SGD accounting; the accuracy
+planned before a charge and the interval after it; and a PNG plot of the CDF of DP error against
+sampling error (McSherry 2016), in ``demo_output/``.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def _noise() -> None:
 
 
 def _survey() -> None:
-    print("\n== Randomized response survey (seed 004) ==")
+    print("\n== Randomized response survey (Kamath 2020) ==")
     rr = RandomizedResponse(gamma=0.25)
     truth = np.random.default_rng(SEED).random(10_000) < 0.3
     est = rr.estimate(rr.randomize(truth, rng=SEED))
@@ -71,7 +71,7 @@ def _chocolate(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray
 
 
 def _chocolate_stats() -> None:
-    print("\n== Seed 001's chocolate example, 1,000 people, epsilon 0.1 each ==")
+    print("\n== McSherry's (2016) chocolate example, 1,000 people, epsilon 0.1 each ==")
     t, like = _chocolate(1000, np.random.default_rng(SEED))
     for name, rel, exact in (
         ("count", st.count(like, epsilon=0.1, rng=SEED), like.size),
@@ -93,7 +93,7 @@ def _chocolate_stats() -> None:
 
 
 def _medians() -> None:
-    print("\n== Medians by the exponential mechanism (seed 001), epsilon 0.1 ==")
+    print("\n== Medians by the exponential mechanism (McSherry 2016), epsilon 0.1 ==")
     x = np.random.default_rng(SEED).uniform(0.123, 0.124, 1000)
     m = st.median(x, bounds=(-1, 1), epsilon=0.1, rng=SEED)
     print(f"1,000 points in [0.123, 0.124]: private median {m.value:.6f}, exact {np.median(x):.6f}")
@@ -162,7 +162,7 @@ def _plot() -> None:
     g = np.random.default_rng(SEED)
     stds, private = [], []
     for i in range(300):
-        # seed 001: two thirds uniform on [0, 1], one third on [-1, 0]
+        # McSherry 2016: two thirds uniform on [0, 1], one third on [-1, 0]
         like = np.where(g.random(1000) < 2 / 3, g.uniform(0, 1, 1000), g.uniform(-1, 0, 1000))
         stds.append(like.std())
         private.append(st.std(like, bounds=(-1, 1), epsilon=0.1, rng=i).value - like.std())

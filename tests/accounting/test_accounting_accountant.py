@@ -27,7 +27,7 @@ from dpkit.errors import BudgetExceededError, PrivacyParameterError
 
 
 def test_pure_budget_six_sums() -> None:
-    # Seed 001: Pearson correlation from six noisy sums at ε/6 each.
+    # McSherry 2016: Pearson correlation from six noisy sums at ε/6 each.
     acct = Accountant(PureDP(epsilon=1.0))
     for i in range(6):
         acct.charge(LaplaceEvent(scale=6.0), label=f"sum{i}")

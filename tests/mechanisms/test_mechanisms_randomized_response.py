@@ -21,7 +21,7 @@ P_MIN = 1e-4
 
 
 def test_kamath_gamma_and_warner_coin_agree() -> None:
-    # seed 004: truthful with probability 1/2 + γ; γ = 1/4 is Warner's p = 3/4; ε = ln 3
+    # Kamath 2020: truthful with probability 1/2 + γ; γ = 1/4 is Warner's p = 3/4; ε = ln 3
     by_gamma = RandomizedResponse(gamma=0.25)
     by_coin = RandomizedResponse(truth_probability=0.75)
     by_eps = RandomizedResponse(epsilon=math.log(3))
@@ -74,7 +74,7 @@ def test_estimator_unbiased_and_ci_covers() -> None:
     realised = truth.mean(axis=1)
     err = values - realised
     assert abs(err.mean()) < 4 * err.std() / math.sqrt(repeats)
-    # the estimated variance agrees with seed 004's bound and with the spread over repeats
+    # the estimated variance agrees with Kamath's (2020) bound and with the spread over repeats
     var = np.array([e.variance for e in ests])
     assert np.all(var <= ests[0].variance_bound * 1.01)
     assert values.var() == pytest.approx(var.mean(), rel=0.15)  # sd of a variance, n=1000: 4.5%

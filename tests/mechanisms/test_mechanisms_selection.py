@@ -80,7 +80,7 @@ def test_interval_with_atoms_matches_brute_force() -> None:
     em = Exponential(epsilon=1.5)
 
     def median_score(less: np.ndarray, greater: np.ndarray) -> np.ndarray:
-        return -np.abs(np.asarray(greater) - np.asarray(less))  # seed 001's median score
+        return -np.abs(np.asarray(greater) - np.asarray(less))  # McSherry's (2016) median score
 
     ys, p = _brute_force_interval(pts, median_score, lo, hi, grid, em.scale, atoms=True)
     gen = np.random.default_rng(31)
@@ -119,8 +119,9 @@ def _median_score(less: np.ndarray, greater: np.ndarray) -> np.ndarray:
 
 
 def test_seed001_concentrated_median() -> None:
-    # seed 001: 1,000 points in [0.123, 0.124], bounds [-1, 1], ε = 0.1: "the samples mostly all
-    # lie within an interval about 0.00006 wide" around 0.1235, though the bounds are 2000× wider
+    # McSherry 2016: 1,000 points in [0.123, 0.124], bounds [-1, 1], ε = 0.1: "the samples mostly
+    # all lie within an interval about 0.00006 wide" around 0.1235, though the bounds are 2000×
+    # wider
     x = np.sort(np.random.default_rng(1).uniform(0.123, 0.124, 1000))
     em = Exponential(epsilon=0.1)
     first, last, p = em.interval_probabilities(x, _median_score, (-1.0, 1.0))
@@ -137,7 +138,7 @@ def test_seed001_concentrated_median() -> None:
 
 
 def test_seed001_all_equal_median() -> None:
-    # seed 001: 1,000 copies of 0.4 -> exactly 0.4 (to the grid) but with probability ~exp(-22)
+    # McSherry 2016: 1,000 copies of 0.4 -> exactly 0.4 (to the grid) but with probability ~exp(-22)
     x = np.full(1000, 0.4)
     em = Exponential(epsilon=0.1)
     grid = interval_grid(-1.0, 1.0)

@@ -61,7 +61,8 @@ def test_gaussian_noise_on_grid_with_right_variance() -> None:
 
 
 def test_mironov_attack_naive_vs_dpkit() -> None:
-    """Seed 001's warning (Mironov 2012): x + float Laplace leaks x through the set of outputs.
+    """McSherry's (2016) warning (Mironov 2012): x + float Laplace leaks x through the set of
+    outputs.
 
     For input 1, every output in (0, 0.5) is 1 + Y computed exactly, hence a multiple of 2^-53;
     for input 0 the output Y itself has finer bits. So "output in (0, 0.5) and not a multiple of

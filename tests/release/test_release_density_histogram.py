@@ -1,4 +1,4 @@
-"""Perturbed histogram density (seed 000 §5.2): noise law, post-processing, atoms, rate."""
+"""Perturbed histogram density (Wasserman & Zhou 2010): noise law, post-processing, atoms, rate."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""KS exponential mechanism (seed 000 §5.1): exact sampler against enumeration, and its rate."""
+"""KS exponential mechanism (Wasserman & Zhou 2010): exact sampler against enumeration, and its
+rate."""
 
 from __future__ import annotations
 

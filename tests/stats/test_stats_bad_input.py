@@ -103,7 +103,8 @@ def test_budget_exceeded_releases_nothing() -> None:
 
 
 def test_delta_not_far_below_one_over_n_is_warned_only_when_n_is_public() -> None:
-    """Seed 002's Name & Shame: δ ≥ 1/n allows publishing a whole record. dpkit warns when n is
+    """Name & Shame (lecture notes "Approximate Differential Privacy"): δ ≥ 1/n allows publishing a
+    whole record. dpkit warns when n is
     public; with a private n it must not look (the warning would reveal the count)."""
     import warnings
 

@@ -10,7 +10,7 @@ from dpkit.accounting import Neighbouring, epsilon_of
 
 
 def _chocolate(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Seed 001: type A = -1, B = +1; A people like chocolate (near 1), B people do not."""
+    """McSherry 2016: type A = -1, B = +1; A people like chocolate (near 1), B people do not."""
     g = np.random.default_rng(seed)
     t = np.where(g.random(n) < 0.4, -1.0, 1.0)
     like = np.where(t < 0, g.uniform(0.5, 1, n), g.uniform(-1, -0.5, n))
@@ -27,7 +27,8 @@ def _corr_mse(x: np.ndarray, y: np.ndarray, method: str, runs: int) -> float:
 
 
 def test_moments_method_beats_six_sums() -> None:
-    """The default ("moments") has lower error than seed 001's six sums, clearly so when |r| < 1.
+    """The default ("moments") has lower error than McSherry's (2016) six sums, clearly so when |r|
+    < 1.
 
     Measured MSE (n = 1000, ε = 1): r ≈ 0: 9e-5 vs 3e-4; r ≈ 0.7: 1.2e-3 vs 1.9e-3 — gaps far
     beyond the run-to-run spread of 150-run averages. Near |r| = 1 (the chocolate example) both

@@ -1,4 +1,5 @@
-"""Quantiles by the exponential mechanism: seed 001's examples and exactness of the sampler."""
+"""Quantiles by the exponential mechanism: McSherry's (2016) examples and exactness of the
+sampler."""
 
 from __future__ import annotations
 

@@ -57,7 +57,8 @@ class _Method:
 
 
 class _Basic(_Method):
-    """Basic composition: ε and δ add (Dwork et al. 2006; seed 002 §"Composition")."""
+    """Basic composition: ε and δ add (Dwork et al. 2006; the "Approximate Differential Privacy"
+    notes §"Composition")."""
 
     def __init__(self, groups: Groups) -> None:
         self.pure = 0.0

@@ -54,7 +54,7 @@ class Event:
 
 @dataclass(frozen=True, kw_only=True)
 class LaplaceEvent(Event):
-    """Laplace noise of scale b on a query of ℓ1 sensitivity Δ: ε = Δ/b (seed 003 §"Laplace").
+    """Laplace noise of scale b on a query of ℓ1 sensitivity Δ: ε = Δ/b (Dwork & Roth 2014, §3.3).
 
     Examples
     --------
@@ -72,7 +72,8 @@ class LaplaceEvent(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class GaussianEvent(Event):
-    """Gaussian noise N(0, σ²) on a query of ℓ2 sensitivity Δ (seed 002 §"Gaussian mechanism").
+    """Gaussian noise N(0, σ²) on a query of ℓ2 sensitivity Δ (the "Approximate Differential
+    Privacy" notes §"Gaussian mechanism").
 
     Its exact (ε, δ) curve is that of Balle & Wang (2018); it is Δ²/(2σ²)-zCDP.
 
@@ -138,7 +139,7 @@ class DiscreteGaussianEvent(Event):
 class RandomizedResponseEvent(Event):
     """k-ary randomized response: keep the true category with probability e^ε/(e^ε + k - 1).
 
-    Warner (1965); seed 000 §"Randomized response", seed 004 §"Randomized response". Pure ε-DP.
+    Warner (1965); Kamath (2020), "Randomized response". Pure ε-DP.
 
     Examples
     --------
@@ -167,7 +168,7 @@ class _PureEpsilon(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class ExponentialEvent(_PureEpsilon):
-    """The exponential mechanism at privacy level ε (McSherry & Talwar 2007; seed 001, seed 000).
+    """The exponential mechanism at privacy level ε (McSherry & Talwar 2007; McSherry 2016).
 
     Pure ε-DP; it is also ε-bounded-range, hence ε²/8-zCDP (Durfee & Rogers 2019; Cesar & Rogers
     2021, Lemma 3.2), which the zCDP and RDP accountants use.
@@ -292,7 +293,8 @@ class PoissonSubsampledEvent(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class ComposedEvent(Event):
-    """Sequential composition of several events (seed 001 §"Composition", seed 002).
+    """Sequential composition of several events (McSherry 2016 §"Composition", the "Approximate
+    Differential Privacy" notes).
 
     Examples
     --------

@@ -86,8 +86,9 @@ def gaussian_sigma(
 
     ``method="analytic"`` (default) inverts the exact privacy curve of Balle & Wang (2018,
     Theorem 8 and Algorithm 1); it is valid for every ε > 0 and gives the least noise possible.
-    ``method="classic"`` is σ = √(2 ln(1.25/δ)) Δ/ε (Dwork & Roth 2014, Theorem A.1; seed 002
-    §"The Gaussian mechanism"), proved only for ε ≤ 1, so it is refused for larger ε.
+    ``method="classic"`` is σ = √(2 ln(1.25/δ)) Δ/ε (Dwork & Roth 2014, Theorem A.1; the
+    lecture notes "Approximate Differential Privacy"), proved only for ε ≤ 1, so it is refused
+    for larger ε.
 
     Privacy guarantee: adding N(0, σ²) noise with the returned σ to each release of a query with
     ℓ2 sensitivity Δ is (ε, δ)-differentially private. σ is rounded up.

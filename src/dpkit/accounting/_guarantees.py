@@ -36,9 +36,10 @@ class Neighbouring(enum.Enum):
     """Which datasets count as neighbours.
 
     ``ADD_REMOVE`` (the default everywhere): one dataset is the other with one privacy unit added
-    or removed ("unbounded" neighbours, seed 004 §"bounded vs unbounded"). ``REPLACE``: one unit's
-    data are replaced by other data ("bounded" neighbours); a replacement is a removal followed by
-    an addition, so sensitivities under ``REPLACE`` are up to twice those under ``ADD_REMOVE``.
+    or removed ("unbounded" neighbours, Kamath 2020 §"bounded vs unbounded"). ``REPLACE``: one
+    unit's data are replaced by other data ("bounded" neighbours); a replacement is a removal
+    followed by an addition, so sensitivities under ``REPLACE`` are up to twice those under
+    ``ADD_REMOVE``.
 
     Examples
     --------
@@ -132,7 +133,7 @@ class Guarantee:
 class PureDP(Guarantee):
     """Pure ε-differential privacy: P[M(D) ∈ S] ≤ e^ε P[M(D') ∈ S] for all neighbours D, D'.
 
-    Seed 000 §"Differential privacy", seed 003 §"Definition"; Dwork, McSherry, Nissim & Smith
+    Dwork & Roth (2014, Definition 2.4); Dwork, McSherry, Nissim & Smith
     (2006).
 
     Parameters
@@ -173,9 +174,9 @@ class PureDP(Guarantee):
 class ApproxDP(Guarantee):
     """Approximate (ε, δ)-differential privacy: P[M(D) ∈ S] ≤ e^ε P[M(D') ∈ S] + δ.
 
-    Seed 002 §"Approximate differential privacy"; Dwork, Kenthapadi, McSherry, Mironov & Naor
-    (2006).
-    Choose δ well below 1/n (seed 002, "Name & Shame").
+    The lecture notes "Approximate Differential Privacy"; Dwork,
+    Kenthapadi, McSherry, Mironov & Naor (2006).
+    Choose δ well below 1/n ("Name & Shame", lecture notes *Approximate Differential Privacy*).
 
     Parameters
     ----------
@@ -213,7 +214,8 @@ class ApproxDP(Guarantee):
 class ZCDP(Guarantee):
     """ρ-zero-concentrated differential privacy: D_α(M(D) ‖ M(D')) ≤ ρα for every α > 1.
 
-    Bun & Steinke (2016); the "better analysis" pointed to in seed 002 §"Composition".
+    Bun & Steinke (2016); the "better analysis" pointed to in the "Approximate Differential Privacy"
+    notes §"Composition".
 
     Parameters
     ----------
@@ -351,9 +353,9 @@ def _group_scale(factor: int, value: float, name: str) -> float:
 def group_privacy(guarantee: Any, k: int) -> Guarantee:
     """The guarantee for groups of ``k`` privacy units, from the guarantee for one unit.
 
-    Seed 004 §"Group privacy"; Dwork & Roth (2014, Theorem 2.2) and Vadhan (2017, Lemma 2.2): ε-DP
-    ⇒ kε-DP; (ε, δ)-DP ⇒ (kε, k e^{(k-1)ε} δ)-DP; Bun & Steinke (2016, Proposition 1.9): ρ-zCDP ⇒
-    k²ρ-zCDP.
+    Kamath 2020 §"Group privacy"; Dwork & Roth (2014, Theorem 2.2) and Vadhan (2017, Lemma 2.2):
+    ε-DP ⇒ kε-DP; (ε, δ)-DP ⇒ (kε, k e^{(k-1)ε} δ)-DP; Bun & Steinke (2016, Proposition 1.9): ρ-zCDP
+    ⇒ k²ρ-zCDP.
 
     Examples
     --------

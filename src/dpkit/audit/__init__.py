@@ -1,9 +1,9 @@
 """Empirical privacy auditing: lower bounds on ε by hypothesis testing, for any mechanism.
 
-Seed 004 ("Intro to Differential Privacy", the hypothesis-testing view) shows that if a mechanism
-is (ε, δ)-DP then *every* test telling neighbouring datasets ``D`` and ``D′`` apart from one output
-has false positive rate ``p`` and false negative rate ``q`` with ``p + e^ε q ≥ 1 − δ``. Running a
-mechanism many times on ``D`` and ``D′`` and bounding ``p`` and ``q`` with exact binomial
+Kamath (2020, "Intro to Differential Privacy", the hypothesis-testing view) shows that if a
+mechanism is (ε, δ)-DP then *every* test telling neighbouring datasets ``D`` and ``D′`` apart from
+one output has false positive rate ``p`` and false negative rate ``q`` with ``p + e^ε q ≥ 1 − δ``.
+Running a mechanism many times on ``D`` and ``D′`` and bounding ``p`` and ``q`` with exact binomial
 intervals therefore gives a **lower bound** on the ε it really provides. If that bound exceeds the
 claimed ε, the implementation is wrong.
 

@@ -12,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpkit._checks import check_delta
+from dpkit._progress import Progress
 from dpkit.audit._clopper_pearson import check_confidence
 from dpkit.audit._regions import (
     Above,
@@ -35,8 +36,7 @@ from dpkit.random import RNGLike, as_generator
 
 __all__ = ["Progress", "epsilon_lower_bound", "is_batched", "run_mechanism"]
 
-Progress = Callable[[int, int], None]
-"""``progress(done, total)``: called as runs complete."""
+# ``progress(done, total)``, called as runs complete: the one progress API (dpkit._progress).
 
 _KNOWN_REGIONS = (
     Above,
@@ -161,7 +161,7 @@ def epsilon_lower_bound(
     both tails, sets of discrete outputs ranked by likelihood ratio, low-order-bit lattices, or a
     logistic-regression score for vector outputs) and the remaining runs, which played no part in
     the choice, give the false positive and false negative counts. Their Clopper–Pearson upper ends
-    turn seed 004's test inequality ``p + e^ε q ≥ 1 − δ`` into a bound.
+    turn Kamath's (2020) test inequality ``p + e^ε q ≥ 1 − δ`` into a bound.
 
     Parameters
     ----------
@@ -197,7 +197,7 @@ def epsilon_lower_bound(
     Notes
     -----
     With probability at least ``confidence`` the mechanism is not (ε, δ)-DP for any ε below the
-    bound (Jagielski, Ullman & Oprea 2020; Nasr et al. 2021; the test view is seed 004,
+    bound (Jagielski, Ullman & Oprea 2020; Nasr et al. 2021; the test view is Kamath 2020,
     Wasserman & Zhou 2010, Kairouz, Oh & Viswanath 2015). A bound below the claim proves
     nothing about privacy: a better pair or region might find more.
 

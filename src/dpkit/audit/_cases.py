@@ -34,7 +34,7 @@ class AuditCase:
         The δ of the claim.
     audit_delta : float, optional
         The δ the audit is run at, if not ``delta``. Only the Name & Shame control uses it: its
-        claimed δ ≥ 1/n is void under seed 002's rule δ ≪ 1/n, so it is audited at δ = 1/n².
+        claimed δ ≥ 1/n is void under the rule δ ≪ 1/n, so it is audited at δ = 1/n².
     region : callable, optional
         A fixed rejection region; otherwise one is chosen on a selection split.
     trials_factor : float

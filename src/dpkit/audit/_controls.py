@@ -109,7 +109,8 @@ def noisy_max_value(epsilon: float = 1.0, k: int = 10) -> AuditCase:
 
 
 def naive_float_laplace(epsilon: float = 1.0) -> AuditCase:
-    """A count plus ``rng.laplace(0, 1/ε)`` in floating point (Mironov 2012; seed 001's warning).
+    """A count plus ``rng.laplace(0, 1/ε)`` in floating point (Mironov 2012; McSherry's (2016)
+    warning).
 
     With input 0 the output is the raw noise, a float of any magnitude; with input 1 it is
     ``fl(1 + noise)``, always a multiple of ``2^-53``. The region "output is a multiple of
@@ -136,13 +137,14 @@ def naive_float_laplace(epsilon: float = 1.0) -> AuditCase:
 
 
 def name_and_shame(epsilon: float = 1.0, n: int = 100, delta: float | None = None) -> AuditCase:
-    """Seed 002's "Name & Shame": publish each record with probability δ, claimed (ε, δ)-DP.
+    """The "Name & Shame" mechanism of the lecture notes "Approximate Differential Privacy": publish
+    each record with probability δ, claimed (ε, δ)-DP.
 
     To the letter it is (0, δ)-DP, so no audit at δ can refute it. But with δ ≥ 1/n it publishes
-    about δn records in the clear every time (seed 002: δ must be ≪ 1/n). dpkit treats such a δ as
-    void and audits the claim at δ = 1/n², where the true ε is infinite; the result's
-    :meth:`~dpkit.audit.AuditResult.delta_lower_bound` at the claimed ε also shows δ ≥ 1/n.
-    Records are 0/1; the neighbour flips record 0; unpublished records are -1.
+    about δn records in the clear every time (the "Approximate Differential Privacy" notes: δ must
+    be ≪ 1/n). dpkit treats such a δ as void and audits the claim at δ = 1/n², where the true ε is
+    infinite; the result's :meth:`~dpkit.audit.AuditResult.delta_lower_bound` at the claimed ε also
+    shows δ ≥ 1/n. Records are 0/1; the neighbour flips record 0; unpublished records are -1.
 
     >>> r = name_and_shame(1.0, n=100).run(trials=20_000, rng=0)
     >>> r.epsilon > 3, r.delta_lower_bound(1.0) > 1 / 100

@@ -3,7 +3,7 @@
 An audit is only as strong as the pair of datasets it runs on: the bound can reach the true ε only
 on a pair where the privacy loss is largest. These helpers return such pairs for bounded data:
 records piled on one bound, and the neighbour that adds, removes or moves one record to the other
-bound (seed 004, "bounded vs unbounded" neighbours: replace one record, or add/remove one).
+bound (Kamath 2020, "bounded vs unbounded" neighbours: replace one record, or add/remove one).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Rejection regions: the events an auditor uses to tell ``D`` from ``D'``.
 
 A region ``R`` is a set of outputs; the test "guess ``D'`` when the output is in ``R``" has false
-positive rate ``p = P[M(D) ∈ R]`` and false negative rate ``q = P[M(D') ∉ R]`` (seed 004,
+positive rate ``p = P[M(D) ∈ R]`` and false negative rate ``q = P[M(D') ∉ R]`` (Kamath 2020,
 "Differential Privacy", the hypothesis-testing view). Each region here is a frozen, picklable
 description that can be applied to a batch of outputs, so a region chosen on one sample can be
 evaluated on a fresh one.

@@ -22,7 +22,7 @@ def epsilon_from_rates(
 ) -> npt.NDArray[np.float64]:
     """ε_LB from upper confidence ends of the false positive and false negative rates.
 
-    (ε, δ)-DP forces ``p + e^ε q ≥ 1 − δ`` and ``e^ε p + q ≥ 1 − δ`` for every test (seed 004,
+    (ε, δ)-DP forces ``p + e^ε q ≥ 1 − δ`` and ``e^ε p + q ≥ 1 − δ`` for every test (Kamath 2020,
     hypothesis-testing view; Kairouz, Oh & Viswanath 2015), hence
     ``ε ≥ max(log((1 − δ − q)/p), log((1 − δ − p)/q))``; replacing p and q by upper confidence
     ends keeps the bound valid. Returns 0 where the test shows nothing. Vectorised.
@@ -162,7 +162,7 @@ def epsilon_from_counts(
     Notes
     -----
     The test must be fixed before the counts are taken (choose it on other data), otherwise the
-    confidence is not what it says. The inequality ``p + e^ε q ≥ 1 − δ`` is seed 004's
+    confidence is not what it says. The inequality ``p + e^ε q ≥ 1 − δ`` is Kamath's (2020)
     hypothesis-testing view of DP (Wasserman & Zhou 2010; Kairouz, Oh & Viswanath 2015); its use
     with Clopper–Pearson ends follows Jagielski, Ullman & Oprea (2020, "Auditing differentially
     private machine learning") and Nasr et al. (2021, "Adversary instantiation").

@@ -4,7 +4,7 @@
 >>> RemoteRelease(3.0, (2.0, 4.0), 0.05, 0.5, 0.0, "mean").ci()
 (2.0, 4.0)
 
-Needs the ``server`` extra: ``pip install 'dpkit[server]'``.
+Needs only httpx: ``pip install 'dpkit[client]'`` (an analyst's machine needs no server packages).
 """
 
 from __future__ import annotations

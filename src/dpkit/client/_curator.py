@@ -121,6 +121,8 @@ class Curator:
     timeout : float
         Seconds per request.
 
+    Notes
+    -----
     Every query method takes ``epsilon`` (and ``delta``) keyword-only, like :mod:`dpkit.stats`,
     plus ``dry_run=True`` (validate and price only, free) or ``dummy=True`` (run on the public
     dummy dataset, free). Each query carries an idempotency key, so a retried request (same
@@ -139,7 +141,7 @@ class Curator:
         try:
             import httpx
         except ImportError as exc:  # pragma: no cover - the server extra installs it
-            raise ImportError("dpkit.client needs pip install 'dpkit[server]'") from exc
+            raise ImportError("dpkit.client needs httpx: pip install 'dpkit[client]'") from exc
         self._http = httpx.Client(
             base_url=url, timeout=timeout, headers={"Authorization": f"Bearer {key}"}
         )

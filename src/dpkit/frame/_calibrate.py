@@ -8,10 +8,10 @@ all, with ``r`` the coordinates one row touches (1, or the levels of a quantile 
 sensitivity under add/remove-one-unit is ``T``; the ℓ2 sensitivity is at most ``√(T·c)`` (the
 sum of squares of non-negative entries at most ``c`` adding to ``T`` is largest when they are
 ``T/c`` entries equal to ``c``). Replacing a unit removes its rows and adds others, possibly in
-other groups: both sensitivities double (seed 004, bounded vs unbounded neighbours).
+other groups: both sensitivities double (Kamath 2020, bounded vs unbounded neighbours).
 
 Noise: exact discrete Laplace of scale ``T/ε_j`` per coordinate (ε_j-DP for the vector, the
-ℓ1 Laplace mechanism; seed 003) or exact discrete Gaussian with ``ρ_j = Δ₂²/(2σ²)``-zCDP
+ℓ1 Laplace mechanism; Dwork & Roth 2014) or exact discrete Gaussian with ``ρ_j = Δ₂²/(2σ²)``-zCDP
 (Canonne, Kamath and Steinke 2020, Theorem 14), with the budget split equally between the
 measures. Fixed-point exponents are chosen from the noise scale, before any data are read, so
 that the noise is about ``2^20`` output units wide: exact integer sums at a resolution far below

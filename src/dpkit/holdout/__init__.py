@@ -1,4 +1,4 @@
-"""The reusable holdout: differential privacy against adaptive overfitting (seed 000 §6).
+"""The reusable holdout: differential privacy against adaptive overfitting (Dwork et al. 2015).
 
 :class:`Thresholdout` (Dwork et al. 2015) answers adaptively chosen queries about a holdout set
 so that the answers stay accurate for the population; :func:`reusable_holdout_experiment`

@@ -52,7 +52,7 @@ class Thresholdout:
     """The reusable holdout: adaptive queries answered on a holdout set, privately.
 
     Dwork, Feldman, Hardt, Pitassi, Reingold & Roth (2015, *Science* 349, "The reusable
-    holdout"; CACM 2017), also seed 000 §6: an analyst may look at the training set freely and
+    holdout"; CACM 2017), also Dwork et al. 2015: an analyst may look at the training set freely and
     ask *statistical queries* — the mean of a function of one record — about the holdout set.
     Each answer is the training set's value unless it differs from the holdout's by more than a
     noisy threshold; then (and only then) a noisy holdout value is returned and one unit of

@@ -1,6 +1,7 @@
 """The local model: each user randomizes their own value before it leaves their device.
 
-Seed 004 ("Local vs central") and seed 000 §1 start from randomized response because it needs no
+Kamath 2020 ("Local vs central") and Wasserman's lecture notes "Differential Privacy" start from
+randomized response (Warner 1965) because it needs no
 trusted curator. :mod:`dpkit.local` has two halves that share nothing but public parameters:
 
 * **clients** (``randomize``): one value → one report, ε-LDP, with exact coins from the secure

@@ -24,7 +24,7 @@ class GRR(FrequencyOracle):
 
     The true value is reported with probability ``p = e^ε/(e^ε + k − 1)``, each other value
     with ``q = (1 − p)/(k − 1)``; ``p/q ≤ e^ε`` so each report is ε-LDP (Warner 1965 for
-    ``k = 2``, seed 004 "Randomized Response, Revisited"; Kairouz, Oh and Viswanath 2014 for
+    ``k = 2``, Kamath 2020 "Randomized Response, Revisited"; Kairouz, Oh and Viswanath 2014 for
     ``k`` values; Wang et al. 2017 §4.1). It is calibrated by
     :class:`dpkit.mechanisms.RandomizedResponse`, whose truth probability is an exact multiple of
     2^-60, and samples the same distribution with exact coins. Its variance ``q(1−q)/(p−q)²``

@@ -38,7 +38,7 @@ __all__ = ["Exponential"]
 class Exponential:
     """The exponential mechanism: pick an output with probability ∝ exp(ε · score / (2Δ)).
 
-    McSherry and Talwar (2007); seed 001, "the exponential mechanism". If every output's score
+    McSherry and Talwar (2007); McSherry 2016, "the exponential mechanism". If every output's score
     changes by at most Δ between neighbouring datasets, selecting output ``r`` with probability
     ∝ ``exp(ε u(r) / (2Δ))`` is ε-DP. With ``monotonic=True`` the factor is ε/Δ; this is valid
     only when, for every pair of neighbours, all scores move in the same direction (for instance
@@ -172,7 +172,7 @@ class Exponential:
           form: gap i between the i-th and (i+1)-th sorted points is weighted by its length);
         * ``scores`` a callable ``scores(less, greater)``: y scores
           ``scores(#{points < y}, #{points > y})``. Points equal to y count in neither, so a
-          value shared by many records can win by itself — seed 001's score for the median,
+          value shared by many records can win by itself — McSherry's (2016) score for the median,
           ``−|#{x > y} − #{x < y}|``, is ``lambda less, greater: -abs(greater - less)``.
 
         Each cell (a run of grid points of equal score) is chosen with probability ∝
@@ -201,7 +201,8 @@ class Exponential:
 
         Examples
         --------
-        Seed 001: 1,000 copies of 0.4, bounds [-1, 1], ε = 0.1: the median is 0.4 (to the grid).
+        McSherry 2016: 1,000 copies of 0.4, bounds [-1, 1], ε = 0.1: the median is 0.4 (to the
+        grid).
 
         >>> import numpy as np
         >>> from dpkit.mechanisms import Exponential

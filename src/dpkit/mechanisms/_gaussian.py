@@ -127,9 +127,10 @@ class Gaussian:
 
     Releases ``f(x) + N(0, σ²)``-like noise with σ from the *analytic* calibration of Balle and
     Wang (2018), the smallest σ for which the Gaussian mechanism is (ε, δ)-DP for every ε, not
-    only ε < 1 as the classical ``σ = Δ₂ √(2 ln(1.25/δ)) / ε`` of seed 002 ("the Gaussian
-    mechanism") assumes. Suited to vectors: the noise scales with the ℓ2 sensitivity, which for
-    k counts each changing by one is √k rather than k (seed 002, "Laplace vs Gaussian").
+    only ε < 1 as the classical ``σ = Δ₂ √(2 ln(1.25/δ)) / ε`` of the "Approximate Differential
+    Privacy" notes ("the Gaussian mechanism") assumes. Suited to vectors: the noise scales with the
+    ℓ2 sensitivity, which for k counts each changing by one is √k rather than k (the "Approximate
+    Differential Privacy" notes, "Laplace vs Gaussian").
 
     It is **float-safe**: the value is rounded to the grid ``2**grid · ℤ`` (≈ σ · 2^-24) and exact
     discrete Gaussian noise (Canonne, Kamath and Steinke 2020) is added on that grid
@@ -139,8 +140,8 @@ class Gaussian:
     privacy curve for a scalar (Canonne, Kamath and Steinke 2020, Thm 7; σ within ~1e-7 of the
     analytic continuous σ) and by its zCDP bound for vectors (CKS 2020, Thm 14; σ larger).
 
-    Choose δ well below 1/n (seed 002, "Name & Shame"): a mechanism that publishes one random
-    record whole is (0, 1/n)-DP.
+    Choose δ well below 1/n (the "Approximate Differential Privacy" notes, "Name & Shame"): a
+    mechanism that publishes one random record whole is (0, 1/n)-DP.
 
     Parameters
     ----------

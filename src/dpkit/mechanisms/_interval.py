@@ -6,7 +6,7 @@ neighbouring datasets stay neighbours), sorted, and the grid splits into *cells*
 score is constant. Each cell is chosen with probability ∝ (number of grid points in it) ·
 exp(c · score), by the Gumbel-max trick on ``log(count) + c · score`` — log space, so nothing
 underflows — and then a grid point inside it is drawn uniformly with an exact integer draw. This is
-exactly the exponential mechanism over the grid (seed 001, "the median by the exponential
+exactly the exponential mechanism over the grid (McSherry 2016, "the median by the exponential
 mechanism": "sample an interval and a point within it"), in O(n) after sorting.
 """
 

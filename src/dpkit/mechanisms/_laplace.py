@@ -25,8 +25,8 @@ __all__ = ["Laplace"]
 class Laplace:
     """The Laplace mechanism for real queries with ℓ1 sensitivity Δ: ε-differential privacy.
 
-    Releases ``f(x) + noise`` where the noise has scale Δ/ε (seed 003, "the Laplace mechanism";
-    seed 000 §3; Dwork, McSherry, Nissim and Smith 2006). It is **float-safe**: the value is
+    Releases ``f(x) + noise`` where the noise has scale Δ/ε (Dwork & Roth 2014, §3.3;
+    Dwork, McSherry, Nissim and Smith 2006). It is **float-safe**: the value is
     rounded to the grid ``2**grid · ℤ`` and exact discrete Laplace noise is added on that grid
     (:func:`dpkit.noise.laplace`), so every possible output lies on one grid that does not depend
     on the data, closing the attack of Mironov (2012) on textbook floating-point Laplace noise.

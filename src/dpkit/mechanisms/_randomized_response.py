@@ -48,7 +48,7 @@ class ProportionEstimate:
     variance : float or numpy.ndarray
         Unbiased estimate of the variance of ``value`` (sampling plus randomisation).
     variance_bound : float
-        Its worst case over all true proportions, ``1 / (4 n (p − q)²)`` (seed 004: 1/(16γ²n)).
+        Its worst case over all true proportions, ``1 / (4 n (p − q)²)`` (Kamath 2020: 1/(16γ²n)).
     n : int
         Number of answers.
     """
@@ -78,7 +78,7 @@ class RandomizedResponse:
     each of the other ``k − 1`` answers with probability ``q = (1 − p)/(k − 1)``. Whatever the
     others do, one person's report changes in probability by at most ``p/q``, so the report is
     ε-DP with **ε = ln(p/q)**, in the local model: nobody, not even the collector, sees the true
-    answer (seed 004, "Randomized Response, Revisited"; k-ary form: Kairouz, Oh and Viswanath
+    answer (Kamath 2020, "Randomized Response, Revisited"; k-ary form: Kairouz, Oh and Viswanath
     2014, optimal among such mechanisms for small ε).
 
     Three equivalent ways to set it (give exactly one):
@@ -86,12 +86,12 @@ class RandomizedResponse:
     * ``epsilon=ε``: ``p = e^ε / (e^ε + k − 1)``.
     * ``truth_probability=p`` (Warner 1965's coin: answer truthfully with probability ``p``,
       otherwise give another answer): ε = ln(p (k − 1) / (1 − p)); needs 1/k < p < 1.
-    * ``gamma=γ`` (binary only, seed 004): truthful with probability 1/2 + γ, so
+    * ``gamma=γ`` (binary only, Kamath 2020): truthful with probability 1/2 + γ, so
       ε = ln((1/2 + γ)/(1/2 − γ)) = ln((1 + 2γ)/(1 − 2γ)), 0 < γ < 1/2.
 
-    The design of seed 000 §1 — "flip a coin; on tails answer YES, on heads answer truthfully" —
-    is **not** ε-DP for any ε: a "no" reveals the truth with certainty. Warner's symmetric design
-    used here protects both answers.
+    The design in Wasserman's lecture notes "Differential Privacy" — "flip a coin; on tails answer
+    YES, on heads answer truthfully" — is **not** ε-DP for any ε: a "no" reveals the truth with
+    certainty. Warner's symmetric design used here protects both answers.
 
     The truth probability is a multiple of 2^-60 and the draw is an exact integer comparison,
     so the privacy ratio holds exactly; with ``epsilon=`` it is rounded so that the realised
@@ -117,7 +117,7 @@ class RandomizedResponse:
 
     Examples
     --------
-    Seed 004's survey: γ = 1/4 (truthful 3/4 of the time) is ε = ln 3.
+    Kamath's (2020) survey: γ = 1/4 (truthful 3/4 of the time) is ε = ln 3.
 
     >>> import numpy as np
     >>> from dpkit.mechanisms import RandomizedResponse
@@ -306,10 +306,10 @@ class RandomizedResponse:
         """Unbiased estimate of the true proportion(s) from the reports, with its variance.
 
         With ``f_j`` the observed share of reports equal to ``j``, ``E[f_j] = q + (p − q) π_j``,
-        so ``(f_j − q)/(p − q)`` is unbiased for the true share ``π_j`` (seed 004: for binary,
-        ``(Y − 1/2 + γ)/(2γ)`` averaged; seed 000 §1 for Warner's form). Its variance
+        so ``(f_j − q)/(p − q)`` is unbiased for the true share ``π_j`` (Kamath 2020: for binary,
+        ``(Y − 1/2 + γ)/(2γ)`` averaged; Warner 1965 for his form). Its variance
         ``Var f_j / (p − q)²`` is estimated without bias by ``f_j(1 − f_j) / ((n − 1)(p − q)²)``
-        and is at most ``1/(4n(p − q)²)`` — seed 004's ``1/(16γ²n)``. Estimating is
+        and is at most ``1/(4n(p − q)²)`` — Kamath's (2020) ``1/(16γ²n)``. Estimating is
         post-processing and costs no privacy.
 
         Returns

@@ -24,9 +24,9 @@ def score_scale(epsilon: float, sensitivity: float, monotonic: bool) -> float:
     """The factor ε/(2Δ) — or ε/Δ when scores are monotonic — that multiplies scores.
 
     The factor 2 pays for the normaliser, which can move the other way from the score of a given
-    output (seed 001, "the exponential mechanism"). When every score moves in the same direction
-    between neighbours (all up or all down, e.g. counts under add/remove), the two effects cannot
-    add up and ε/Δ suffices (McSherry and Talwar 2007; McKenna and Sheldon 2020).
+    output (McSherry 2016, "the exponential mechanism"). When every score moves in the same
+    direction between neighbours (all up or all down, e.g. counts under add/remove), the two effects
+    cannot add up and ε/Δ suffices (McSherry and Talwar 2007; McKenna and Sheldon 2020).
     """
     return epsilon / (sensitivity if monotonic else 2.0 * sensitivity)
 

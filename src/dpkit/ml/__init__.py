@@ -7,8 +7,8 @@ anything, and exposes what it cost as ``event_``. Every attribute of a fitted mo
 output or a public parameter (nothing per record, no exact count); a classifier's label set is
 the declared ``classes``, and records with other labels are dropped, never refused. Per-record
 answers (``predict``, ``fit_predict``, ...) are given only on request and, on the training
-records, are not private. Seed 003 ("Differential Privacy and Machine
-Learning") motivates the layer. See ``docs/ml.md``.
+records, are not private. The lecture notes "Differential Privacy" (on machine
+learning) motivate the layer. See ``docs/ml.md``.
 
 * :class:`LinearRegression` — AdaSSP (Wang 2018), (ε, δ)-DP;
 * :class:`LogisticRegression` — objective perturbation (ε-DP) or DP-SGD ((ε, δ)-DP);

@@ -55,7 +55,7 @@ class KMeans(ClusterMixin, TransformerMixin, PrivateEstimator):  # type: ignore[
 
     Blum, Dwork, McSherry & Nissim (2005, "SuLQ") and Su et al. (2016, "Differentially private
     k-means clustering"): run a fixed number of Lloyd iterations, each from the noisy size and
-    the noisy coordinate sums of every cluster (Laplace, seed 003), on records clipped to
+    the noisy coordinate sums of every cluster (Laplace, Dwork & Roth 2014), on records clipped to
     ``bounds``. Initial centres are well spread in the central half of the box and depend on no
     record; a cluster whose noisy count is too small for its noisy mean to be informative keeps
     its centre.
@@ -83,6 +83,8 @@ class KMeans(ClusterMixin, TransformerMixin, PrivateEstimator):  # type: ignore[
     accountant, rng :
         As everywhere in dpkit.
 
+    Notes
+    -----
     Every attribute of a fitted model is a DP output or a public parameter. There is no
     ``labels_``: the cluster of each training record is not a DP output (it holds the number of
     records and each cluster's exact size). Ask for clusters with :meth:`predict` or

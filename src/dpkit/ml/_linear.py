@@ -40,8 +40,8 @@ class LinearRegression(RegressorMixin, PrivateEstimator):  # type: ignore[misc]
     Gram matrix ``XᵀX`` and ``Xᵀy`` with Gaussian noise, and a noisy lower bound on the smallest
     eigenvalue of ``XᵀX``; it then solves the ridge system ``(XᵀX̃ + λI) θ = Xᵀỹ`` with the
     smallest λ that keeps the noisy Gram matrix well conditioned with probability 1 − ``rho``.
-    It is close to optimal at small ε, where output or objective perturbation lose badly. Seed 003
-    ("Differential Privacy and Machine Learning"): learning with privacy is a form of
+    It is close to optimal at small ε, where output or objective perturbation lose badly. The
+    lecture notes "Differential Privacy" (on machine learning): learning with privacy is a form of
     regularisation — here the ridge is chosen by the privacy noise itself.
 
     Privacy guarantee: (ε, δ)-DP under add/remove-one-record neighbours. Each record's features
@@ -74,6 +74,8 @@ class LinearRegression(RegressorMixin, PrivateEstimator):  # type: ignore[misc]
     rng : None, int or numpy.random.Generator
         ``None`` (default) is secure; an int seed is reproducible and not secure.
 
+    Notes
+    -----
     Every attribute of a fitted model is a DP output or a public parameter; :meth:`predict` on
     the training records gives per-record answers, which are not private.
 

@@ -100,8 +100,8 @@ class LogisticRegression(ClassifierMixin, PrivateEstimator):  # type: ignore[mis
     add/remove neighbours the number of records is private, and reading it would make the
     mechanism (its q, its number of steps, its step size) depend on the data.
 
-    Seed 003 ("Differential Privacy and Machine Learning"): "learning with differential privacy
-    is, in practice, a form of regularization".
+    The lecture notes "Differential Privacy" (on machine learning): "learning with differential
+    privacy is, in practice, a form of regularization".
 
     Privacy guarantee: ε-DP (objective) or (ε, δ)-DP (dpsgd) under add/remove of one record.
     Features are clipped to ℓ2 norm ``data_norm``; records whose label is not among ``classes``
@@ -145,6 +145,8 @@ class LogisticRegression(ClassifierMixin, PrivateEstimator):  # type: ignore[mis
     accountant, rng :
         As everywhere in dpkit.
 
+    Notes
+    -----
     Every attribute of a fitted model is a DP output or a public parameter; :meth:`predict`
     and :meth:`predict_proba` on the training records are per-record answers, not private.
 

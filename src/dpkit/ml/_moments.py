@@ -21,7 +21,7 @@ class GroupMoments:
     Records are clipped to the box [low, high] and centred at its midpoint m, so each centred
     coordinate lies in [−h_j, h_j]. Under add/remove of one record, which lies in one group:
     the count vector moves by 1 in ℓ1, the sums by at most Σ h_j and the sums of squares by at
-    most Σ h_j² (the Laplace mechanism's ℓ1 sensitivity, seed 003 §"the Laplace mechanism").
+    most Σ h_j² (the Laplace mechanism's ℓ1 sensitivity, Dwork & Roth 2014, §3.3).
     """
 
     low: FloatArray

@@ -61,7 +61,7 @@ def _post_process(
     """Class means (centred at the box's midpoint) and variances from the noisy statistics.
 
     Only the released values and public quantities (the bounds, the Laplace scales) enter, so
-    this is post-processing and costs no privacy (seed 003, post-processing).
+    this is post-processing and costs no privacy (Dwork & Roth 2014, Proposition 2.1).
 
     * Means are clipped into the declared box: a true mean lies there, so clipping only moves a
       noisy estimate closer to it.
@@ -96,7 +96,7 @@ class GaussianNB(ClassifierMixin, PrivateEstimator):  # type: ignore[misc]
     """Gaussian naive Bayes with ε-differential privacy.
 
     The model is a function of per-class counts, feature sums and sums of squares; each is
-    released once with Laplace noise (seed 003, "the Laplace mechanism"; Vaidya, Shafiq, Basu &
+    released once with Laplace noise (Dwork & Roth 2014, §3.3; Vaidya, Shafiq, Basu &
     Hong 2013), on records clipped to the declared ``bounds``; priors, means and variances are
     post-processing: means are clipped into the box, and each variance is shrunk towards the
     public default (h/2)² (h the half-range) in proportion to the public noise of its estimate,
@@ -127,6 +127,8 @@ class GaussianNB(ClassifierMixin, PrivateEstimator):  # type: ignore[misc]
     accountant, rng :
         As everywhere in dpkit.
 
+    Notes
+    -----
     Every attribute of a fitted model is a DP output or a public parameter; predictions on the
     training records are per-record answers, not private.
 

@@ -56,6 +56,8 @@ class PCA(TransformerMixin, PrivateEstimator):  # type: ignore[misc]
     accountant, rng :
         As everywhere in dpkit.
 
+    Notes
+    -----
     Every attribute of a fitted model is a DP output or a public parameter.
 
     Attributes

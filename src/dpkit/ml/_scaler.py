@@ -27,8 +27,8 @@ class StandardScaler(OneToOneFeatureMixin, TransformerMixin, PrivateEstimator): 
     """Standardise features by a private mean and standard deviation.
 
     One noisy count, the noisy sums and the noisy sums of squares of the records clipped to
-    ``bounds`` (Laplace, seed 001's "mean" and "variance" from noisy sums) give each feature's
-    mean and variance; ``transform`` is post-processing.
+    ``bounds`` (Laplace, McSherry's (2016) "mean" and "variance" from noisy sums) give each
+    feature's mean and variance; ``transform`` is post-processing.
 
     Privacy guarantee: ε-DP under add/remove of one record (ε/3 for the count, the sums and the
     sums of squares).
@@ -49,6 +49,8 @@ class StandardScaler(OneToOneFeatureMixin, TransformerMixin, PrivateEstimator): 
     accountant, rng :
         As everywhere in dpkit.
 
+    Notes
+    -----
     Every attribute of a fitted model is a DP output or a public parameter.
 
     Attributes

@@ -1,7 +1,7 @@
 """Exact noise: samplers on the integers and float-safe real noise on a power-of-two grid.
 
 Noise drawn naively in floating point leaks: the set of floats ``x + Laplace`` can produce depends
-on ``x`` (Mironov 2012; seed 001, "a warning"). dpkit samples noise on the integers with exact
+on ``x`` (Mironov 2012; McSherry 2016, "a warning"). dpkit samples noise on the integers with exact
 arithmetic (Canonne, Kamath and Steinke 2020) and returns real outputs on a grid that does not
 depend on the data. See ``docs/noise.md``.
 """

@@ -1,6 +1,6 @@
 """Float-safe real noise: exact integer noise on a data-independent power-of-two grid.
 
-How it works (Mironov 2012's fix, as in seed 001's closing warning):
+How it works (Mironov 2012's fix, as in McSherry's (2016) closing warning):
 
 1. The input ``x`` is rounded to the nearest multiple of ``2**grid`` (ties to even). This is exact
    in floating point: scaling by a power of two and ``rint`` introduce no error.

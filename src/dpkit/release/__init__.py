@@ -1,6 +1,7 @@
-"""Private release of whole datasets and densities (seed 000 §5).
+"""Private release of whole datasets and densities (Wasserman & Zhou 2010).
 
-Seed 000 §5 asks for a private *dataset* rather than a query interface. This package gives:
+Wasserman & Zhou (2010) ask for a private *dataset* rather than a query interface. This package
+gives:
 
 * densities on a public box — perturbed histogram (§5.2), orthogonal series (§5.3), kernel
   density by Gaussian-process noise and by the Bernstein mechanism (§5.4) — and a synthetic

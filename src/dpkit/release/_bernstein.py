@@ -1,4 +1,4 @@
-"""Private kernel density by the Bernstein mechanism (Aldà and Rubinstein 2017; seed 000 §5.4).
+"""Private kernel density by the Bernstein mechanism (Aldà and Rubinstein 2017).
 
 The function to release, here the Gaussian KDE f_D, is evaluated on the lattice of points ν/k,
 ν ∈ {0, …, k}^d, of the unit cube (the box, mapped affinely); Laplace noise of scale
@@ -92,6 +92,8 @@ def bernstein_density(
         Lattice degree k per dimension (k + 1 points per side); default
         :func:`bernstein_degree`.
 
+    Notes
+    -----
     Other parameters are as in :func:`histogram_density`.
 
     Returns

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from dpkit._progress import ProgressBar
 from dpkit.errors import DataError
 from dpkit.release._domain import Domain
 from dpkit.release._report import utility_report
@@ -93,8 +94,6 @@ def run_release(args: argparse.Namespace) -> int:
     data = _read_csv(args.data, domain)
     bar = None
     if not args.quiet:
-        from dpkit.cli import ProgressBar  # the command's own bar; imported late (cycle)
-
         bar = ProgressBar(1 + synth.plan.rounds)
 
     def tick(done: int, total: int) -> None:
@@ -110,7 +109,11 @@ def run_release(args: argparse.Namespace) -> int:
     table = model.sample(
         args.rows, rng=None if args.seed is None else args.seed + 1, output="pandas"
     )
-    rep = utility_report(data, table, domain, target=args.target) if args.report else None
+    rep = (
+        utility_report(data, table, domain, target=args.target, synthesizer=synth)
+        if args.report
+        else None
+    )
     # Written to temporaries beside their targets and renamed only when all are complete.
     temps = {
         path: Path(path).with_name(f".{Path(path).name}.{os.getpid()}.tmp") for path in outputs

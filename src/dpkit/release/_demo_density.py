@@ -1,4 +1,4 @@
-"""Demo section: the four ways of seed 000 §5 to release a whole dataset, on one sample."""
+"""Demo section: the ways to release a whole dataset, on one sample."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def _ks(a: np.ndarray, b: np.ndarray) -> float:
 
 def demo() -> None:
     """Release a bimodal sample five ways, each charged to one accountant; plot the densities."""
-    print("== Private densities and synthetic data (seed 000 §5) ==")
+    print("== Private densities and synthetic data (Wasserman & Zhou 2010) ==")
     rng = np.random.default_rng(SEED)
     n = 5000
     x = np.where(rng.random(n) < 0.6, rng.normal(3.0, 0.8, n), rng.normal(7.0, 1.0, n))

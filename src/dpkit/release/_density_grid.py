@@ -1,8 +1,8 @@
 """What every density release returns: cell probabilities on a public box, and their use.
 
 A released density is post-processing of a private statistic, so evaluating it, integrating it
-and sampling from it cost no privacy (seed 000 §5.2: "if p̂ is differentially private then so is
-Z = (Z_1, …, Z_N)").
+and sampling from it cost no privacy (Wasserman & Zhou 2010: "if p̂ is differentially private then
+so is Z = (Z_1, …, Z_N)").
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ def project_simplex(v: FloatArray, total: float) -> FloatArray:
 
     Held, Wolfe and Crowder (1974); Duchi et al. (2008), Fig. 1. Cells whose noisy value is below
     the threshold τ (empty cells, mostly) get exactly zero mass, unlike clamping at 0, which
-    leaves every positive noise draw in place (seed 000 §5.2's "fill in the empty cells").
+    leaves every positive noise draw in place (Wasserman & Zhou 2010: noise "fills in" the empty
+    cells).
     """
     flat = v.reshape(-1)
     u = np.sort(flat)[::-1]

@@ -1,8 +1,8 @@
 """Public domains of table columns: what a synthesiser may know without looking at the data.
 
 A synthetic table is built from counts over *cells*. The cells of each column must be fixed
-before the data are read (seed 000 §5.2: the histogram's bins are chosen in advance; a bin edge
-read from the data is a leak, smartnoise-sdk#473). A :class:`Numeric` column is cut into bins
+before the data are read (Wasserman & Zhou 2010: the histogram's bins are chosen in advance; a bin
+edge read from the data is a leak, smartnoise-sdk#473). A :class:`Numeric` column is cut into bins
 on public bounds, with public *atoms* (values such as 0 that many records share exactly) kept
 as cells of their own; a :class:`Categorical` column lists its categories. Where these are not
 known, :func:`dpkit.release.discover_domain` estimates them privately and charges for it.
@@ -92,7 +92,7 @@ class Numeric:
     atoms : sequence of float
         Public values held exactly by many records (e.g. 0 hours, 0 income). Each is a cell of
         its own, so a point mass survives synthesis instead of being smeared over a bin (the
-        defect of the seed 000 §5.2 histogram on a column with 24% zeros).
+        defect of the Wasserman & Zhou 2010 histogram on a column with 24% zeros).
     edges : sequence of float, optional
         Explicit bin edges from ``lo`` to ``hi`` (e.g. private quantiles from
         :func:`~dpkit.release.discover_domain`).

@@ -1,6 +1,6 @@
 """Exact draws for the KS sampler: big-integer uniforms and Bernoulli(e^{−y}/A).
 
-Every probability the KS exponential mechanism (seed 000 §5.1) needs is either a ratio of
+Every probability the KS exponential mechanism (Wasserman & Zhou 2010) needs is either a ratio of
 integers (counts of lattice paths) or ``e^{−y}/A`` with y ≥ 0 rational and A a dyadic rational.
 The first is drawn by rejection on uniform random bits; the second by comparing a uniform
 variate, generated bit by bit, with rigorous dyadic enclosures of ``e^{−y}`` refined until the

@@ -1,4 +1,4 @@
-"""Perturbed histogram density on a public box (seed 000 §5.2; Wasserman and Zhou 2010)."""
+"""Perturbed histogram density on a public box (Wasserman & Zhou 2010)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def histogram_bins(n: float, d: int) -> int:
     """Bins per dimension by Wasserman and Zhou's rule: m = n^{d/(2+d)} cells in all.
 
     Each side gets ``ceil(n^{1/(2+d)})`` bins (h ≍ n^{−1/(2+d)}), which gives the minimax rate
-    n^{−2/(2+d)} for Lipschitz densities, with or without the noise (seed 000 §5.2).
+    n^{−2/(2+d)} for Lipschitz densities, with or without the noise (Wasserman & Zhou 2010).
 
     >>> histogram_bins(1000, 1), histogram_bins(10_000, 2)
     (10, 10)
@@ -97,7 +97,7 @@ def histogram_density(
     rng: RNGLike = None,
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,
 ) -> DensityRelease:
-    """Private histogram density on a public box, in any dimension (seed 000 §5.2).
+    """Private histogram density on a public box, in any dimension (Wasserman & Zhou 2010).
 
     Counts ``C_j`` of records in the cells of a grid on the box get exact noise: discrete Laplace
     of scale Δ/ε (ε-DP; the geometric mechanism, Ghosh et al. 2009), or, with δ > 0, discrete
@@ -137,8 +137,8 @@ def histogram_density(
         below a data-driven common threshold and removes about half of the phantom mass.
         ``"clamp"``: the seed's
         ``max(D_j, 0)`` then renormalise, which leaves about (empty cells)·b/2 phantom records
-        in empty cells (b the noise scale) and so "fills in" the empty cells (seed 000 §5.2).
-        All three are post-processing and cost no privacy.
+        in empty cells (b the noise scale) and so "fills in" the empty cells (Wasserman & Zhou
+        2010). All three are post-processing and cost no privacy.
     count_fraction : float
         Share of ε for the noisy count when n is needed and not public.
     outside : {"clamp"}

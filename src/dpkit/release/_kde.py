@@ -1,4 +1,4 @@
-"""Private kernel density by Gaussian-process noise (Hall, Rinaldo, Wasserman 2013; seed 000 §5.4).
+"""Private kernel density by Gaussian-process noise (Hall, Rinaldo, Wasserman 2013).
 
 HRW release g = f_D + (C / (n ε h^{d/2})) G with G a Gaussian process whose covariance is the
 kernel itself: on a finite grid t_1 … t_G, the vector (f_D(t_g)) gets N(0, σ² K_G) noise, K_G the
@@ -185,6 +185,8 @@ def kde_density(
     grid : int or tuple of int, optional
         Grid points per side (cell midpoints of the box); default 128, 24, 10 for d = 1, 2, 3.
 
+    Notes
+    -----
     Other parameters are as in :func:`histogram_density`.
 
     Returns

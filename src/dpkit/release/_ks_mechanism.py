@@ -1,4 +1,5 @@
-"""Synthetic data from the exponential mechanism with Kolmogorov–Smirnov utility (seed 000 §5.1).
+"""Synthetic data from the exponential mechanism with Kolmogorov–Smirnov utility (Wasserman & Zhou
+2010).
 
 Wasserman and Zhou (2010) draw a synthetic sample Z = (Z_1, …, Z_k) from
 
@@ -307,7 +308,7 @@ def ks_synthetic(
     rng: RNGLike = None,
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,
 ) -> SyntheticSample:
-    """A private synthetic sample from the KS exponential mechanism (seed 000 §5.1).
+    """A private synthetic sample from the KS exponential mechanism (Wasserman & Zhou 2010).
 
     Draws Z of size k on the public grid with probability ∝ exp(−n ε ‖F_x − F_z‖∞ / 2), exactly
     (see the module docstring for the sampler). The base measure is uniform over multisets of

@@ -7,7 +7,9 @@
   k-marginal score 500 × (2 − mean ℓ1);
 * train-on-synthetic, test-on-real: a classifier of one column fitted on the synthetic table and
   scored on real records it never saw, against the same classifier fitted on real records;
-* plots of real against synthetic marginals, in an HTML page.
+* plots of real against synthetic marginals, in an HTML page;
+* given the synthesizer, the release's provenance: method, ε, δ (and ρ), neighbours, the public
+  domain and the dpkit version, never a seed.
 
 A report compares the synthetic table with the *real* one, so it is not private: it is for the
 data holder deciding whether to release, not for publication.
@@ -23,6 +25,7 @@ import itertools
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -30,6 +33,7 @@ import numpy.typing as npt
 from dpkit.errors import DataError
 from dpkit.release._domain import Categorical, Domain, Numeric, table_columns
 from dpkit.release._marginals import marginal, tvd
+from dpkit.release._provenance import Provenance, provenance_of
 
 __all__ = ["ColumnUtility", "TrainTestScore", "UtilityReport", "utility_report"]
 
@@ -70,6 +74,7 @@ class UtilityReport:
     real_rows: int
     synthetic_rows: int
     plots: tuple[tuple[str, bytes], ...] = ()
+    provenance: Provenance | None = None
 
     @property
     def kmarginal_score(self) -> float:
@@ -78,7 +83,8 @@ class UtilityReport:
 
     def summary(self) -> str:
         """A plain-text table of the report."""
-        lines = [f"{'column':<18} {'KS':>7} {'TVD':>7}"]
+        lines = [] if self.provenance is None else self.provenance.lines()
+        lines.append(f"{'column':<18} {'KS':>7} {'TVD':>7}")
         for c in self.columns:
             ks = "" if c.ks is None else f"{c.ks:.3f}"
             lines.append(f"{c.name:<18} {ks:>7} {c.tvd:7.3f}")
@@ -107,6 +113,10 @@ class UtilityReport:
                 f"trained on the synthetic table, {t.real:.3f} when trained on real records, "
                 f"{t.majority:.3f} for the majority class.</p>"
             )
+        prov = ""
+        if self.provenance is not None:
+            items = "".join(f"<li>{html.escape(t)}</li>" for t in self.provenance.lines())
+            prov = f"<h2>Provenance</h2><ul>{items}</ul>"
         imgs = "".join(
             f"<h2>{html.escape(name)}</h2><img alt='{html.escape(name)}' "
             f"src='data:image/png;base64,{base64.b64encode(png).decode()}'/>"
@@ -119,7 +129,7 @@ class UtilityReport:
             f"<h1>{html.escape(title)}</h1><p>{self.real_rows} real rows, "
             f"{self.synthetic_rows} synthetic rows. This report compares with the real data "
             "and is not itself private.</p>"
-            f"<h2>Marginals</h2><p>Mean TVD over all 2-way marginals {self.tvd_2way:.4f}, "
+            f"{prov}<h2>Marginals</h2><p>Mean TVD over all 2-way marginals {self.tvd_2way:.4f}, "
             f"over all 3-way marginals {self.tvd_3way:.4f} (3-marginal score "
             f"{self.kmarginal_score:.0f} of 1000).</p>"
             f"<table><tr><th>column</th><th>KS</th><th>TVD</th></tr>{rows}</table>"
@@ -246,6 +256,7 @@ def utility_report(
     target: str | None = None,
     plots: bool = True,
     seed: int = 0,
+    synthesizer: Any = None,
 ) -> UtilityReport:
     """Compare a synthetic table with the real one.
 
@@ -262,6 +273,9 @@ def utility_report(
         Draw the marginal plots for :meth:`UtilityReport.to_html`.
     seed : int
         Seed of the split and the classifier (the report is not a release).
+    synthesizer : Synthesizer, optional
+        The synthesizer that fitted the model the table was sampled from: the report then
+        records the release's provenance (method, ε, δ, domain, dpkit version; no seed).
 
     Examples
     --------
@@ -305,4 +319,5 @@ def utility_report(
         int(r.shape[0]),
         int(s.shape[0]),
         _plots(domain, r, s) if plots else (),
+        None if synthesizer is None else provenance_of(synthesizer),
     )

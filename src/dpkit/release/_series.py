@@ -1,4 +1,4 @@
-"""Orthogonal-series density with the cosine basis (seed 000 §5.3; Wasserman and Zhou 2010)."""
+"""Orthogonal-series density with the cosine basis (Wasserman & Zhou 2010)."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ _BLOCK = 4096  # records per block when forming per-record basis values
 def series_degree(n: float, d: int, epsilon: float, smoothness: float = 1.0) -> int:
     """Default number of cosine terms per dimension, m.
 
-    The non-private rule m = n^{1/(2γ+d)} (seed 000 §5.3, γ the Sobolev smoothness) balances
+    The non-private rule m = n^{1/(2γ+d)} (Wasserman & Zhou 2010, γ the Sobolev smoothness) balances
     bias m^{−2γ} against variance m^d/n; the noise adds about m^{3d}/(nε)², so m is also kept
     below (nε)^{2/(2γ+3d)}. Both depend only on public n (or a noisy n) and ε.
 
@@ -103,7 +103,7 @@ def series_density(
     rng: RNGLike = None,
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,
 ) -> DensityRelease:
-    """Private orthogonal-series density with the cosine basis, d ≤ 3 (seed 000 §5.3).
+    """Private orthogonal-series density with the cosine basis, d ≤ 3 (Wasserman & Zhou 2010).
 
     The box is mapped to [0, 1]^d and p(u) = 1 + Σ_J β_J ψ_J(u) is estimated with
     β̂_J = (1/n) Σ_i ψ_J(U_i) over the tensor-product cosine basis with indices 0 … m per side.
@@ -136,6 +136,8 @@ def series_density(
     smoothness : float
         γ of the Sobolev ellipsoid assumed by the default degree.
 
+    Notes
+    -----
     Other parameters are as in :func:`histogram_density`.
 
     Examples

@@ -159,7 +159,7 @@ class Synthesizer:
     2021) and one marginal measurement (Δ²/(2σ²)-zCDP, Canonne, Kamath & Steinke 2020). The
     whole fit is ρ-zCDP by composition (Bun & Steinke 2016), hence (ε, δ)-DP; it is charged
     before any noise is drawn, and data are validated before the charge. The synthetic rows
-    are post-processing (seed 000 §5.2: sampling from a private model is private).
+    are post-processing (Wasserman & Zhou 2010: sampling from a private model is private).
 
     Examples
     --------

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
 
+from dpkit._progress import Progress
 from dpkit.mechanisms import Exponential
 from dpkit.release._graphical import BayesNet, Family, conditional, one_way, sample_child
 from dpkit.release._marginals import marginal, measure
@@ -34,7 +34,6 @@ __all__ = ["MODEL_SAMPLE", "fit_model"]
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
-Progress = Callable[[int, int], None]
 
 MODEL_SAMPLE = 20_000
 """Rows of the running model sample that AIM's scores read the model's marginals from."""

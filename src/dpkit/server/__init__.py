@@ -1,13 +1,14 @@
 """The curator service: datasets behind an HTTP API, per-analyst budgets in a crash-safe ledger.
 
-Seed 000 §3: "some curator keeps the data and users send queries about the data". The service
-keeps cleaned datasets with public schemas, authenticates admins and analysts by hashed API keys,
-prices each query from the request alone, charges it in one durable ledger transaction (SQLite or
-PostgreSQL) before computing it with :mod:`dpkit.stats` (or, through the same registry,
-:mod:`dpkit.frame` group-by queries, :mod:`dpkit.release` synthetic data, and free aggregation of
-:mod:`dpkit.local` reports), and stores the answer with its charge.
-Start it with ``dpkit serve --config curator.toml``; query it with :class:`dpkit.client.Curator`.
-See ``docs/server.md`` (deployment, configuration, threat model).
+The curator model (Dwork, McSherry, Nissim & Smith 2006), in Wasserman's lecture notes: "some
+curator keeps the data and users send queries about the data". The service keeps cleaned datasets
+with public schemas, authenticates admins and analysts by hashed API keys, prices each query from
+the request alone, charges it in one durable ledger transaction (SQLite or PostgreSQL) before
+computing it with :mod:`dpkit.stats` (or, through the same registry, :mod:`dpkit.frame` group-by
+queries, :mod:`dpkit.release` synthetic data, and free aggregation of :mod:`dpkit.local` reports),
+and stores the answer with its charge. Start it with ``dpkit serve --config curator.toml``; query it
+with :class:`dpkit.client.Curator`. See ``docs/server.md`` (deployment, configuration, threat
+model).
 
 Needs the ``server`` extra: ``pip install 'dpkit[server]'``.
 """

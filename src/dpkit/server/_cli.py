@@ -46,11 +46,13 @@ def _serve(args: argparse.Namespace) -> int:
         print("dpkit serve needs the server extra: pip install 'dpkit[server]'")
         return 2
     from dpkit.server._app import create_app
+    from dpkit.server._banner import startup_banner
     from dpkit.server._config import load_config
 
     cfg = load_config(args.config)
     host: str = args.host or cfg.host
     port: int = args.port or cfg.port
+    print(startup_banner(cfg, host, port), flush=True)
     if cfg.workers == 1:
         uvicorn.run(create_app(cfg), host=host, port=port, log_level="warning", access_log=False)
         return 0

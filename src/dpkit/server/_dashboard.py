@@ -1,8 +1,10 @@
 """The web dashboard: one server-rendered page, no JavaScript, every value HTML-escaped.
 
-The admin sees datasets (total and spent budget), principals, budgets and the latest charges; an
-analyst sees their remaining budgets and past answers with their error bars (drawn in SVG from the
-released value and interval only: post-processing, no data).
+The admin sees datasets (total and spent budget, and spent over time), principals, budgets, the
+latest charges and the refused queries; an analyst sees the same for their own budgets and
+queries. Error bars are drawn in SVG from the released value and interval only (post-processing,
+no data), on one axis per query (dataset, statistic, column) so that answers compare; a group-by
+answer is a table with an error bar per group.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from dpkit.server._auth import Principal
+from dpkit.server._dashboard_charts import budget_over_time, rows_table, shared_axes
 
 if TYPE_CHECKING:
     from dpkit.server._service import Curator
@@ -25,7 +28,8 @@ h1{font-size:22px}h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ccc
 table{border-collapse:collapse;background:#fff}td,th{border:1px solid #ddd;padding:4px 8px;
 font-size:13px;text-align:left}th{background:#eef}.bar{width:160px;height:12px;background:#ddd;
 display:inline-block}.bar span{display:block;height:12px;background:#2a7ae2}
-.released{color:#176b2c}.reserved,.failed{color:#a33}.muted{color:#777;font-size:12px}
+.released{color:#176b2c}.reserved,.failed,.refused{color:#a33}.muted{color:#777;font-size:12px}
+table.rows td,table.rows th{font-size:12px;padding:2px 6px}
 """
 
 
@@ -56,8 +60,11 @@ def _table(head: list[str], rows: list[list[str]]) -> str:
     return f"<table><tr>{th}</tr>{body or '<tr><td colspan=99>none</td></tr>'}</table>"
 
 
-def error_bar(value: Any, ci: Any, width: int = 220) -> str:
-    """An SVG error bar: the interval as a line with caps, the value as a dot."""
+def error_bar(
+    value: Any, ci: Any, width: int = 220, axis: tuple[float, float] | None = None
+) -> str:
+    """An SVG error bar: the interval as a line with caps, the value as a dot; drawn on
+    ``axis`` (shared by the answers to one query) when given, else on its own span."""
     if not isinstance(value, int | float) or not isinstance(ci, list) or len(ci) != 2:
         return '<span class="muted">no interval</span>'
     if not all(isinstance(t, int | float) for t in ci):
@@ -68,12 +75,15 @@ def error_bar(value: Any, ci: Any, width: int = 220) -> str:
     a, b = min(lo, float(value)), max(hi, float(value))
     pad = (b - a) * 0.25 or 1.0
     a, b = a - pad, b + pad
+    if axis is not None and axis[0] <= a + pad and b - pad <= axis[1] and axis[0] < axis[1]:
+        a, b = axis
 
     def x(t: float) -> float:
         return 10 + (width - 20) * (t - a) / (b - a)
 
     return (
-        f'<svg width="{width}" height="22" role="img" aria-label="error bar">'
+        f'<svg width="{width}" height="22" role="img" aria-label="error bar" '
+        f'data-axis="{a:.6g},{b:.6g}">'
         f'<line x1="{x(lo):.1f}" y1="11" x2="{x(hi):.1f}" y2="11" stroke="#2a7ae2" '
         'stroke-width="2"/>'
         f'<line x1="{x(lo):.1f}" y1="5" x2="{x(lo):.1f}" y2="17" stroke="#2a7ae2" '
@@ -100,24 +110,63 @@ def _budget_rows(budgets: list[dict[str, Any]], with_name: bool) -> list[list[st
     return rows
 
 
-def _charge_rows(charges: list[Any], with_who: bool) -> list[list[str]]:
+def _what(req: dict[str, Any]) -> str:
+    return str(req.get("column") or ",".join(map(str, req.get("columns", []))) or "")
+
+
+def _key(c: Any) -> tuple[str, str, str]:
+    return (str(c.dataset), str(c.request.get("query")), _what(c.request))
+
+
+def _charge_rows(charges: list[Any], names: dict[str, str] | None) -> list[list[str]]:
+    """One row per charge; ``names`` (id -> name) adds the analyst column."""
+    axes = shared_axes((_key(c), (c.result or {}).get("value"), (c.result or {}).get("ci"))
+                       for c in charges)  # fmt: skip
     rows = []
     for c in charges:
         res = c.result or {}
-        req = c.request
-        what = req.get("column") or ",".join(map(str, req.get("columns", []))) or ""
+        value = res.get("value")
         row = [time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(c.created))]
-        row += [_e(c.analyst)] if with_who else []
+        if names is not None:
+            row += [f'<span title="{_e(c.analyst)}">{_e(names.get(c.analyst, c.analyst))}</span>']
+        table = rows_table(value, error_bar) if isinstance(value, list) else ""
         row += [
             _e(c.dataset),
-            _e(req.get("query")),
-            _e(what),
+            _e(c.request.get("query")),
+            _e(_what(c.request)),
             f"{c.epsilon:.4g}",
             f'<span class="{_e(c.status)}">{_e(c.status)}</span>',
-            _e(_num(res.get("value"))),
-            _e(_num(res.get("ci"))),
-            error_bar(res.get("value"), res.get("ci")),
+            table or _e(_num(value)),
+            "" if table else _e(_num(res.get("ci"))),
+            "" if table else error_bar(value, res.get("ci"), axis=axes.get(_key(c))),
         ]
+        rows.append(row)
+    return rows
+
+
+def _spent_over_time(charges: list[Any]) -> dict[str, list[tuple[float, float]]]:
+    series: dict[str, list[tuple[float, float]]] = {}
+    for c in charges:
+        if c.status != "refunded" and c.epsilon > 0:
+            series.setdefault(str(c.dataset), []).append((float(c.created), float(c.epsilon)))
+    return series
+
+
+_REFUSALS = ("BudgetExceededError", "PrivacyParameterError", "DataError", "NotFoundError")
+
+
+def _refused_rows(audit: list[dict[str, Any]], names: dict[str, str] | None) -> list[list[str]]:
+    """Queries the service refused (over budget, bad parameters or input): nothing was charged."""
+    rows = []
+    for a in audit:
+        if not a.get("query") or str(a.get("outcome") or "") not in _REFUSALS:
+            continue
+        row = [time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(a["ts"]))]
+        if names is not None:
+            who = str(a.get("principal") or "")
+            row += [f'<span title="{_e(who)}">{_e(names.get(who, who or "–"))}</span>']
+        row += [_e(a.get("dataset") or "–"), _e(a["query"]),
+                f'<span class="refused">{_e(a["outcome"])}</span>']  # fmt: skip
         rows.append(row)
     return rows
 
@@ -129,7 +178,9 @@ def dashboard_page(curator: Curator, who: Principal) -> str:
     ch_head = ["time (UTC)", "dataset", "query", "column(s)", "ε", "status", "value",
                "interval", "error bar"]  # fmt: skip
     b_head = ["dataset", "ε budget", "ε spent", "ε left", "δ budget", "used"]
+    r_head = ["time (UTC)", "dataset", "query", "refused with"]
     if who.role == "admin":
+        names = {str(p["id"]): str(p["name"]) for p in led.principals()}
         ds_rows = [
             [_e(d["name"]), _e(", ".join(c["name"] for c in d["schema"]["columns"])),
              f"{d['total_epsilon']:.4g}", f"{d['spent_epsilon']:.4g}",
@@ -138,19 +189,32 @@ def dashboard_page(curator: Curator, who: Principal) -> str:
         ]  # fmt: skip
         parts.append("<h2>Datasets</h2>" + _table(
             ["name", "columns", "total ε", "spent ε", "used"], ds_rows))  # fmt: skip
+        totals = {str(d["name"]): float(d["total_epsilon"]) for d in led.datasets()}
+        spent = _spent_over_time(led.charges(None, 10_000))
+        parts.append("<h2>Budget spent over time</h2>" + budget_over_time(spent, totals))
         people = [[_e(p["id"]), _e(p["name"]), _e(p["role"])] for p in led.principals()]
         parts.append("<h2>Analysts</h2>" + _table(["id", "name", "role"], people))
         parts.append("<h2>Budgets</h2>" + _table(["analyst", *b_head],
                                                   _budget_rows(led.budgets(), True)))  # fmt: skip
-        rows = _charge_rows(led.charges(None, 50), True)
+        rows = _charge_rows(led.charges(None, 50), names)
         ch_head.insert(1, "analyst")
         parts.append("<h2>Ledger (latest 50 charges)</h2>" + _table(ch_head, rows))
+        refused = _refused_rows(led.audit(None, 500), names)
+        parts.append("<h2>Refused queries (nothing charged)</h2>"
+                     + _table(["time (UTC)", "analyst", *r_head[1:]], refused[:50]))  # fmt: skip
     else:
-        mine = _budget_rows(led.budgets(who.id), False)
+        budgets = led.budgets(who.id)
+        mine = _budget_rows(budgets, False)
         parts.append("<h2>Your budgets</h2>" + _table(b_head, mine))
-        rows = _charge_rows(led.charges(who.id, 50), False)
+        totals = {str(b["dataset"]): float(b["epsilon"]) for b in budgets}
+        spent = _spent_over_time(led.charges(who.id, 10_000))
+        parts.append("<h2>Your budget spent over time</h2>" + budget_over_time(spent, totals))
+        rows = _charge_rows(led.charges(who.id, 50), None)
         parts.append("<h2>Your answers (95% noise intervals unless asked otherwise)</h2>"
                      + _table(ch_head, rows))  # fmt: skip
+        refused = _refused_rows(led.audit(who.id, 500), None)
+        parts.append("<h2>Your refused queries (nothing charged)</h2>"
+                     + _table(r_head, refused[:50]))  # fmt: skip
     return (
         '<!doctype html><html><head><meta charset="utf-8"><title>dpkit curator</title>'
         f"<style>{_CSS}</style></head><body>{''.join(parts)}</body></html>"

@@ -3,10 +3,10 @@
 A curator answers many queries on the same data. The part of an answer that draws no noise (the
 exact clamped sum and record count of a column, say) is a deterministic function of the table and
 of public parameters, so computing it once and re-using it changes no guarantee: every answer
-still draws its own fresh noise and is charged as before (seed 000 §3; the privacy of a release
-comes from its noise, not from recomputing the statistic). A memo belongs to one
-:class:`~dpkit.server._schema.Table` object, so a re-registered dataset (a new table) starts with
-an empty memo and can never be answered from an old one's aggregates.
+still draws its own fresh noise and is charged as before (Dwork, McSherry, Nissim & Smith 2006; the
+privacy of a release comes from its noise, not from recomputing the statistic). A memo belongs to
+one :class:`~dpkit.server._schema.Table` object, so a re-registered dataset (a new table) starts
+with an empty memo and can never be answered from an old one's aggregates.
 
 What a memo changes is *time*: an answer from a memo is faster than the first one, whose time
 grows with the number of rows (documented in ``docs/server.md``, threat model).

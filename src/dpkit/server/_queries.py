@@ -1,6 +1,7 @@
 """The registry entries for :mod:`dpkit.stats`: count, sum, mean, var, std, cov, corr, quantiles,
 histogram. Each reads the request and the public schema only, and runs the library's statistic
-(seed 000 §3: noise scaled to the sensitivity of a bounded query; seed 001 for each statistic).
+(Dwork, McSherry, Nissim & Smith 2006: noise scaled to the sensitivity of a bounded query; McSherry
+2016 for each statistic).
 
 Every statistic is run under add/remove-one-row neighbours (the schema's privacy unit is a row),
 with the column's public bounds unless the request narrows or widens them (bounds chosen by the

@@ -5,7 +5,7 @@ aggregations, the contribution bounds L∞ (``max_rows``, rows per person and gr
 (``max_groups``, groups per person) and optionally L1 (``max_rows_per_unit``), and which keys to
 release. The privacy unit is the dataset's (``privacy_unit`` of the schema: an ``id`` column, or
 each row); the bounds of every column come from the schema unless the request gives its own
-(public either way). Seed 004 ("whether an individual does or does not include their data") is
+(public either way). Kamath 2020 ("whether an individual does or does not include their data") is
 the guarantee protected: (ε, δ)-DP for adding or removing one unit with all its rows.
 
 Keys are public and data-independent by default: every combination of the key columns' domains

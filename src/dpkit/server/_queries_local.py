@@ -1,6 +1,6 @@
 """The registry entry ``local_frequencies``: frequency estimates from local-model reports.
 
-In the local model (seed 004, "Local vs central"; ``docs/local.md``) each person randomizes
+In the local model (Kamath 2020, "Local vs central"; ``docs/local.md``) each person randomizes
 their own value on their own device, ε-LDP, and only the report leaves it. A dataset may hold
 such reports in a column of type ``local``, declared by the admin with the protocol (``GRR``:
 generalized randomized response; ``HR``: Hadamard response), the ε each report was made with,

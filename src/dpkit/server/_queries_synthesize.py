@@ -1,14 +1,14 @@
 """The registry entry ``synthesize``: synthetic rows from :class:`dpkit.release.Synthesizer`.
 
-Seed 000 §5 asks for a private *dataset* rather than answers to queries. The request names the
-columns (default: every numeric and categorical column of the schema), the number of rows to
-return (at most the service's ``max_synthetic_rows``), ε and δ (> 0: the fit is one zCDP
+Wasserman & Zhou (2010) ask for a private *dataset* rather than answers to queries. The request
+names the columns (default: every numeric and categorical column of the schema), the number of rows
+to return (at most the service's ``max_synthetic_rows``), ε and δ (> 0: the fit is one zCDP
 release), the method (``aim``, ``mst`` or ``independent``) and the bins of numeric columns. The
 domain of every column comes from the public schema: a numeric column's bounds cut into equal
 bins (an ``int`` column gets one cell per integer where it has few), a categorical column's
 categories plus ``(other)``, the code cleaning gives a missing or undeclared value. The price is
 the synthesizer's event, fixed at construction, i.e. by the request and the schema alone; the
-rows are post-processing of the fitted model (seed 000 §5.2).
+rows are post-processing of the fitted model (Wasserman & Zhou 2010).
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """The public schema of a dataset, and cleaning at ingestion.
 
-The curator of seed 000 §3 keeps the data and answers queries about them; analysts never see the
-data, so everything they can rely on (column names, types, bounds, categories, the privacy unit)
-is declared by the admin in a *public schema*. Data are cleaned against that schema once, when
-they are registered, so that no query can fail, or take a different path, because of a private
-value after it has been charged (DESIGN.md, "Errors on private values").
+The curator of Dwork, McSherry, Nissim & Smith 2006 keeps the data and answers queries about them;
+analysts never see the data, so everything they can rely on (column names, types, bounds,
+categories, the privacy unit) is declared by the admin in a *public schema*. Data are cleaned
+against that schema once, when they are registered, so that no query can fail, or take a different
+path, because of a private value after it has been charged (DESIGN.md, "Errors on private values").
 
 Cleaning policy (documented in ``docs/server.md``), declared per column by its ``missing`` key:
 what ingestion does with a cell that has no place in the column's domain:

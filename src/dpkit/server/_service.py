@@ -1,4 +1,5 @@
-"""The curator (seed 000 §3): datasets, people, and answering queries under budgets.
+"""The curator (Dwork, McSherry, Nissim & Smith 2006): datasets, people, and answering queries under
+budgets.
 
 HTTP-free, so that the protocol can be read in one place; :mod:`dpkit.server._app` exposes it.
 """

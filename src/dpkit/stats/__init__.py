@@ -1,6 +1,6 @@
 """Private statistics on arrays, each returned as a :class:`Release` with its error bars.
 
-Seed 001 ("Differential privacy: an illustrated primer") walks through counts, noisy sums of
+McSherry (2016, "Differential privacy: an illustrated primer") walks through counts, noisy sums of
 clamped values, the mean, the second moment, variance, standard deviation, Pearson's correlation
 and the median by the exponential mechanism; this package implements each of them exactly:
 

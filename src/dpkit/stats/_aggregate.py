@@ -1,7 +1,7 @@
 """Private sum and mean in two steps: the exact clamped sum, then its release.
 
 :func:`dpkit.stats.sum` and :func:`dpkit.stats.mean` are each "clamp, add exactly, add noise"
-(seed 001, "noisy sums" and "the average"). The first two steps are a deterministic function of
+(McSherry 2016, "noisy sums" and "the average"). The first two steps are a deterministic function of
 the data and the public bounds and draw no noise: :func:`clamped_sum` computes them once, and
 :func:`release_sum` / :func:`release_mean` draw fresh noise around that aggregate with exactly the
 calibration, charge and error bars of the one-step functions (which are built from these two
@@ -119,7 +119,8 @@ def release_sum(
     """Release a :class:`ClampedSum`'s total with noise: :func:`dpkit.stats.sum`'s second step.
 
     ε-DP (discrete Laplace) or (ε, δ)-DP (discrete Gaussian) for the sum of the clamped records,
-    with sensitivity ``max(|L|, |U|)`` (add/remove) or ``U − L`` (replace), seed 001 "noisy sums".
+    with sensitivity ``max(|L|, |U|)`` (add/remove) or ``U − L`` (replace), McSherry 2016 "noisy
+    sums".
 
     Examples
     --------
@@ -146,7 +147,7 @@ def release_mean(
     """Release the mean of a :class:`ClampedSum`: :func:`dpkit.stats.mean`'s second step.
 
     The same estimator, budget split, guarantee and error bars as :func:`dpkit.stats.mean`
-    (which documents them; seed 001 "the average"): the sum is centred on the middle of the
+    (which documents them; McSherry 2016 "the average"): the sum is centred on the middle of the
     bounds, and with an unknown ``n`` a noisy count is released alongside.
 
     Examples

@@ -1,4 +1,5 @@
-"""Private covariance and Pearson correlation of two bounded variables (seed 001, "correlation").
+"""Private covariance and Pearson correlation of two bounded variables (McSherry 2016,
+"correlation").
 
 Both variables are clamped to their bounds and mapped to ``u, v ∈ [-1, 1]``; Pearson's r is
 unchanged by this affine map. The statistic is then a function of a few exact sums (the count,
@@ -6,7 +7,7 @@ unchanged by this affine map. The statistic is then a function of a few exact su
 
 Two methods for the correlation:
 
-* ``method="six_sums"``: seed 001's routine verbatim — six noisy sums with ε/6 each.
+* ``method="six_sums"``: McSherry's (2016) routine verbatim — six noisy sums with ε/6 each.
 * ``method="moments"`` (**default**): the same sufficient statistics, but (i) squares are centred
   (``u² − 1/2`` moves by 1/2 per record instead of 1), (ii) the count is free when n is known or
   under replace-one neighbours, and (iii) the budget is split to minimise the error of r at a
@@ -15,7 +16,7 @@ Two methods for the correlation:
   rather than evenly; with δ > 0 the sums are released jointly by one Gaussian mechanism on the
   whitened vector. It is the default because its error is lower across the range of r:
   measured at n = 1000, ε = 1 over 200 runs, mean squared error 8.8e-5 vs 2.9e-4 (r ≈ 0),
-  1.2e-3 vs 1.9e-3 (r ≈ 0.7) and 1.4e-4 vs 1.8e-4 (seed 001's chocolate example, r ≈ −0.98).
+  1.2e-3 vs 1.9e-3 (r ≈ 0.7) and 1.4e-4 vs 1.8e-4 (McSherry's (2016) chocolate example, r ≈ −0.98).
 """
 
 from __future__ import annotations
@@ -207,8 +208,8 @@ def corr(
 ) -> Release:
     """Private Pearson correlation of two variables clamped to their bounds.
 
-    ``r = (E[uv] − E[u]E[v]) / ((E[u²] − E[u]²)(E[v²] − E[v]²))^{1/2}`` from noisy sums (seed 001,
-    the ``ppmcc`` routine), clipped to [-1, 1]. ``method="six_sums"`` is the seed's routine
+    ``r = (E[uv] − E[u]E[v]) / ((E[u²] − E[u]²)(E[v²] − E[v]²))^{1/2}`` from noisy sums (McSherry
+    2016, the ``ppmcc`` routine), clipped to [-1, 1]. ``method="six_sums"`` is the seed's routine
     (ε/6 for each of six sums); ``method="moments"`` (default) centres the squares and splits
     the budget to minimise the error of r (module notes). ε-DP, or (ε, δ)-DP with δ > 0.
 

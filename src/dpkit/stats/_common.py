@@ -53,7 +53,8 @@ def check_budget(epsilon: object, delta: object, rho: object) -> tuple[float, fl
 
 
 def warn_large_delta(delta: float, n_public: int | None) -> None:
-    """Warn when δ is not far below 1/n for a *public* n (seed 002, "Name & Shame").
+    """Warn when δ is not far below 1/n for a *public* n ("Name & Shame", lecture notes
+    *Approximate Differential Privacy*).
 
     An (ε, δ) guarantee allows publishing a whole record with probability δ, so δ ≥ 1/n permits
     publishing about one person outright. Only a public n is looked at: a warning that depended
@@ -63,8 +64,8 @@ def warn_large_delta(delta: float, n_public: int | None) -> None:
         warnings.warn(
             PrivacyWarning(
                 f"delta={delta:g} is not far below 1/n = {1.0 / n_public:.3g}: an (epsilon, "
-                "delta) guarantee then allows publishing about one whole record (seed 002, "
-                f"'Name & Shame'); choose delta well below 1/n, e.g. {n_public**-2.0:.1g}."
+                "delta) guarantee then allows publishing about one whole record ('Name & Shame'); "
+                f"choose delta well below 1/n, e.g. {n_public**-2.0:.1g}."
             ),
             stacklevel=3,
         )

@@ -1,4 +1,4 @@
-"""Private histograms with given bin edges (seed 000 §"private histograms"; seed 001, counts)."""
+"""Private histograms with given bin edges (Wasserman & Zhou 2010; McSherry 2016, counts)."""
 
 from __future__ import annotations
 
@@ -134,8 +134,9 @@ def histogram(
     Each record falls in at most one bin (records outside the edges are not counted), so the
     vector of counts has ℓ1 and ℓ2 sensitivity 1 under add/remove (ℓ1 2, ℓ2 √2 under replace).
     Exact discrete Laplace noise of scale Δ₁/ε per bin gives ε-DP; with δ > 0, discrete Gaussian
-    noise with σ from the analytic Gaussian calibration for Δ₂ gives (ε, δ)-DP (seed 002). Counts
-    are unbiased and may be negative: clamp at 0 and renormalise for a density (seed 000).
+    noise with σ from the analytic Gaussian calibration for Δ₂ gives (ε, δ)-DP (the "Approximate
+    Differential Privacy" notes). Counts are unbiased and may be negative: clamp at 0 and
+    renormalise for a density (Wasserman & Zhou 2010).
 
     ``rho=`` instead of ``epsilon``/``delta``: discrete Gaussian noise, ρ-zCDP for the vector.
 

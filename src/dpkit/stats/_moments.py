@@ -1,6 +1,6 @@
 """Private count, sum, mean, variance and standard deviation of one bounded variable.
 
-All of them follow seed 001 ("Something more sophisticated"): clamp each record to the bounds,
+All of them follow McSherry 2016 ("Something more sophisticated"): clamp each record to the bounds,
 add the clamped values up, add noise scaled to how much one record can move the sum. dpkit adds
 them exactly in fixed point (see ``_fixed``), centres them so one record moves the sum by half the
 range rather than by the largest magnitude, and splits the budget between the parts of a
@@ -52,7 +52,7 @@ def count(
 ) -> Release:
     """Private number of records.
 
-    Adds exact discrete Laplace noise of scale 1/ε (ε-DP; seed 001, "counts") or, with δ > 0,
+    Adds exact discrete Laplace noise of scale 1/ε (ε-DP; McSherry 2016, "counts") or, with δ > 0,
     discrete Gaussian noise calibrated to (ε, δ). Under replace-one neighbours the number of
     records is public and is released exactly at no cost.
 
@@ -119,7 +119,7 @@ def sum(
     Each value is clamped to ``[L, U]`` and added exactly in fixed point; one record moves the
     sum by at most ``max(|L|, |U|)`` (add/remove) or ``U − L`` (replace). Exact discrete Laplace
     noise (ε-DP) or discrete Gaussian noise ((ε, δ)-DP) is added on a data-independent grid
-    (seed 001, "noisy sums"; Casacuberta et al. 2022 for the exact summation).
+    (McSherry 2016, "noisy sums"; Casacuberta et al. 2022 for the exact summation).
 
     ``missing="raise"`` (default) refuses a NaN or None before any charge (the refusal reveals
     that one exists); ``missing="drop"`` removes such records first (add/remove neighbours).
@@ -170,7 +170,7 @@ def mean(
       (see ``_noisy``). The estimate is clamped to the bounds.
 
     ε-DP with discrete Laplace noise, or (ε, δ)-DP with discrete Gaussian noise when δ > 0
-    (seed 001, "the average"; seed 000, mean of bounded data).
+    (McSherry 2016, "the average"; Dwork & Roth 2014 for bounded data).
 
     Parameters
     ----------
@@ -335,8 +335,8 @@ def var(
 
     The values are clamped and mapped to ``u ∈ [-1, 1]``; two exact sums are noised: ``Σ u``
     (one record moves it by 1) and the centred second moment ``Σ (u² − 1/2)`` (by 1/2), plus the
-    count when n is unknown (seed 001: variance = second moment − mean²). The budget is split to
-    minimise the error at a reference point (mean at ``h/√3`` from the centre, second moment
+    count when n is unknown (McSherry 2016: variance = second moment − mean²). The budget is split
+    to minimise the error at a reference point (mean at ``h/√3`` from the centre, second moment
     ``h²/2``). With known n the estimate before truncation at 0 is **unbiased** for the variance
     of the clamped data: the noise's contribution to the squared mean, ``Var(Z)/n²``, is added
     back. ε-DP (Laplace) or (ε, δ)-DP (Gaussian, δ > 0).

@@ -13,9 +13,9 @@ For an estimate ``f(T_1, …, T_m)`` its noise variance is about ``Σ_j (w_j s_j
 * Laplace (δ = 0): part j spends ``ε_j`` with ``s_j = Δ_j/ε_j`` and ``Σ ε_j = ε``; minimising
   ``Σ w_j² Δ_j² / ε_j²`` gives ``ε_j ∝ (w_j Δ_j)^{2/3}``.
 * Gaussian (δ > 0): the parts together are one Gaussian mechanism on the whitened vector
-  ``(T_j/σ_j)``, of ℓ2 sensitivity ``(Σ Δ_j²/σ_j²)^{1/2}`` (seed 002, multivariate Gaussian). Fixing
-  that to ``1/σ*`` with ``σ* = gaussian_sigma(ε, δ, 1)`` and minimising ``Σ w_j² σ_j²`` gives
-  ``σ_j = σ* (Δ_j Σ_i w_i Δ_i / w_j)^{1/2}``.
+  ``(T_j/σ_j)``, of ℓ2 sensitivity ``(Σ Δ_j²/σ_j²)^{1/2}`` (the "Approximate Differential Privacy"
+  notes, multivariate Gaussian). Fixing that to ``1/σ*`` with ``σ* = gaussian_sigma(ε, δ, 1)`` and
+  minimising ``Σ w_j² σ_j²`` gives ``σ_j = σ* (Δ_j Σ_i w_i Δ_i / w_j)^{1/2}``.
 
 The weights ``w_j`` depend on the data, which the split must not read; they are taken at a
 documented reference point (see each statistic), so the split is data-independent.

@@ -1,13 +1,13 @@
-"""Private quantiles by the exponential mechanism over sorted intervals (Smith 2011; seed 001).
+"""Private quantiles by the exponential mechanism over sorted intervals (Smith 2011; McSherry 2016).
 
 Output space. Every multiple ``v = K · 2**g`` of a data-independent grid inside the bounds, with
-about 2^40 points across ``[L, U]`` (seed 001 uses the 2^32 integers of an i32). The data are
+about 2^40 points across ``[L, U]`` (McSherry 2016 uses the 2^32 integers of an i32). The data are
 clamped and rounded to the same grid, a per-record map, so neighbours stay neighbours.
 
 Score. ``u(v) = −|(1 − q)·a(v) − q·b(v)|`` with ``a(v) = #{x < v}`` and ``b(v) = #{x > v}``; for
-the median this is seed 001's ``−||data > v| − |data < v||`` halved. Adding or removing a record
-moves ``u`` by at most ``max(q, 1 − q)``; replacing one by at most 1. The mechanism outputs v with
-probability ∝ ``exp(ε u(v) / (2Δu))`` — ε-DP (McSherry and Talwar 2007).
+the median this is McSherry's (2016) ``−||data > v| − |data < v||`` halved. Adding or removing a
+record moves ``u`` by at most ``max(q, 1 − q)``; replacing one by at most 1. The mechanism outputs v
+with probability ∝ ``exp(ε u(v) / (2Δu))`` — ε-DP (McSherry and Talwar 2007).
 
 Sampling. The score is constant between consecutive distinct data values, so the grid splits
 into at most 2n + 1 cells (gaps and the data values themselves). A cell is picked with the
@@ -232,7 +232,7 @@ def quantile(
 
     Examples
     --------
-    Seed 001's concentrated example: 1,000 points in [0.123, 0.124], bounds [-1, 1], ε = 0.1.
+    McSherry's (2016) concentrated example: 1,000 points in [0.123, 0.124], bounds [-1, 1], ε = 0.1.
 
     >>> import numpy as np, dpkit.stats as st
     >>> x = np.random.default_rng(0).uniform(0.123, 0.124, 1000)
@@ -274,14 +274,14 @@ def median(
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,
     missing: Missing = "raise",
 ) -> Release:
-    """Private median: :func:`quantile` at q = 0.5 (seed 001, "the median"). ε-DP.
+    """Private median: :func:`quantile` at q = 0.5 (McSherry 2016, "the median"). ε-DP.
 
     ``missing="raise"`` (default) refuses a NaN or None before any charge (the refusal reveals
     that one exists); ``missing="drop"`` removes such records first (add/remove neighbours).
 
     Examples
     --------
-    Seed 001: 1,000 copies of 0.4 give exactly 0.4 (up to the grid) almost always.
+    McSherry 2016: 1,000 copies of 0.4 give exactly 0.4 (up to the grid) almost always.
 
     >>> import dpkit.stats as st
     >>> m = st.median([0.4] * 1000, bounds=(-1, 1), epsilon=0.1, rng=0)

@@ -269,7 +269,7 @@ class Release:
         is only approximate and can under-cover badly when n·ε is small.
 
         With ``include_sampling=True`` the interval also covers the sampling error of the data
-        as a sample from a population (seed 001 plots both), where a model of that error is
+        as a sample from a population (McSherry 2016 plots both), where a model of that error is
         available (count and corr have none). Clamping bias is not covered: choose bounds that
         contain the data.
 
