@@ -19,7 +19,15 @@ from dpkit.accounting._costs import (
     rho_for,
 )
 from dpkit.accounting._events import ApproxDPEvent, Event
-from dpkit.accounting._guarantees import ZCDP, ApproxDP, Guarantee, PureDP, _unchecked, zcdp_epsilon
+from dpkit.accounting._guarantees import (
+    ZCDP,
+    ApproxDP,
+    Guarantee,
+    PureDP,
+    _unchecked,
+    shown,
+    zcdp_epsilon,
+)
 from dpkit.errors import BudgetExceededError, PrivacyParameterError
 
 __all__ = ["Accountant", "LedgerEntry"]
@@ -29,7 +37,13 @@ __all__ = ["Accountant", "LedgerEntry"]
 class LedgerEntry:
     """One recorded charge: the event, its label and what it cost in each currency.
 
-    ``epsilon`` is spent by basic composition, ``delta`` is added δ, ``rho`` is zCDP ρ.
+    ``epsilon`` is spent by basic composition, ``delta`` is added δ, ``rho`` is zCDP ρ. The repr
+    shows the costs rounded up to short decimals (the fields keep the exact floats) and names
+    the event's kind; the event itself, in the units of its noise, is in ``.event``.
+
+    >>> from dpkit.accounting import LaplaceEvent
+    >>> LedgerEntry(LaplaceEvent(scale=2.0), "a sum", 0.49999999999954525, 0.0, 0.0)
+    LedgerEntry(label='a sum', epsilon=0.5, event=LaplaceEvent)
     """
 
     event: Event | None
@@ -37,6 +51,17 @@ class LedgerEntry:
     epsilon: float
     delta: float
     rho: float
+
+    def __repr__(self) -> str:
+        parts = [f"label={self.label!r}"]
+        for name in ("epsilon", "delta", "rho"):
+            value = getattr(self, name)
+            if value:
+                parts.append(f"{name}={shown(value, 'up')}")
+        if len(parts) == 1:
+            parts.append("epsilon=0.0")
+        parts.append(f"event={type(self.event).__name__ if self.event is not None else None}")
+        return f"LedgerEntry({', '.join(parts)})"
 
 
 @dataclass(frozen=True)
@@ -125,13 +150,15 @@ class Accountant:
     """
 
     def __init__(
-        self, budget: Guarantee, *, method: str = "auto", event_delta: float | None = None
+        self,
+        budget: Guarantee | None = None,
+        *,
+        method: str = "auto",
+        event_delta: float | None = None,
+        **unexpected: object,
     ) -> None:
-        if not isinstance(budget, PureDP | ApproxDP | ZCDP):
-            raise PrivacyParameterError(
-                "budget must be PureDP(epsilon=...), ApproxDP(epsilon=..., delta=...) or "
-                f"ZCDP(rho=...), got {budget!r}."
-            )
+        if unexpected or not isinstance(budget, PureDP | ApproxDP | ZCDP):
+            raise PrivacyParameterError(_budget_hint(budget, unexpected))
         allowed = _METHODS.get(type(budget)) or next(
             m
             for kind, m in _METHODS.items()
@@ -355,12 +382,10 @@ class Accountant:
         with self._lock:
             plan = self._plan(event, hint)
             if plan is None:
-                spent = self._spent_of(self._state)
                 what = f"{label!r} ({self._cost_text(event)})" if label else self._cost_text(event)
                 raise BudgetExceededError(
-                    f"charging {what} would exceed the budget {self._budget!r}: already spent "
-                    f"epsilon={spent[0]:.6g}, delta={spent[1]:.3g}, rho={spent[2]:.6g}. Nothing "
-                    "was charged or released; ask for a smaller epsilon, or use a new budget.",
+                    f"charging {what} would exceed the budget {self._budget!r}: "
+                    f"{self._exhausted_text(event)} Nothing was charged or released.",
                     requested=event,
                     remaining=self._remaining_unlocked(),
                 )
@@ -379,6 +404,50 @@ class Accountant:
         except InfiniteCost:
             return f"{name}, infinite cost"
         return f"{name}, epsilon={float(pure):.6g}" if pure is not None else name
+
+    def _exhausted_text(self, event: Event) -> str:
+        """Which resource (ε, δ or ρ) the refused ``event`` would overspend, and the fix.
+
+        Called under the lock; reads only the budget, the past charges and the event."""
+        spent = self._spent_of(self._state)
+        left = self._remaining_unlocked()
+        if self._method == "zcdp":
+            total = self._rho_max
+            return (
+                f"not enough rho (spent {shown(spent[2], 'up')} of {shown(total, 'down')}, "
+                f"{shown(left[2], 'down')} left). Ask for a smaller epsilon (or rho), or start "
+                "a new Accountant."
+            )
+        eps_text = (
+            f"not enough epsilon (spent {shown(spent[0], 'up')} of "
+            f"{shown(self._budget.epsilon, 'down')}, {shown(left[0], 'down')} left). Ask "  # type: ignore[union-attr]
+            f"for epsilon at most {shown(left[0], 'down')}, or start a new Accountant."
+        )
+        try:
+            pure = self._pure_cost(event)
+        except (PrivacyParameterError, InfiniteCost):
+            pure = None
+        b_delta = getattr(self._budget, "delta", 0.0)
+        if pure is not None:
+            return eps_text
+        if isinstance(event, ApproxDPEvent) and within(
+            Fraction(spent[1]) + Fraction(event.delta), b_delta
+        ):
+            return eps_text
+        if left[1] <= 0 or (
+            isinstance(event, ApproxDPEvent) and not within(Fraction(event.delta), left[1])
+        ):
+            return (
+                f"not enough delta (spent {shown(spent[1], 'up')} of {shown(b_delta, 'down')}"
+                f", {shown(left[1], 'down')} left); this release needs delta > 0. Use a pure-"
+                "epsilon release (Laplace noise, public keys), ask for a smaller delta, or start "
+                "a new Accountant with more delta."
+            )
+        return (
+            f"its epsilon at the delta left ({shown(left[1], 'down')}) exceeds the epsilon left "
+            f"({shown(left[0], 'down')} of {shown(self._budget.epsilon, 'down')}). Ask for a "  # type: ignore[union-attr]
+            "smaller epsilon, or start a new Accountant."
+        )
 
     def _remaining_unlocked(self) -> tuple[float, float, float]:
         eps, delta, rho = self._spent_of(self._state)
@@ -433,3 +502,48 @@ class Accountant:
 
     def __repr__(self) -> str:
         return f"Accountant({self._budget!r}, method={self._method!r}, spent={self.spent!r})"
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: the budget, what was spent and what is left, then the ledger."""
+        from dpkit._html import table  # (display only; imported when a notebook asks)
+
+        rows = [
+            ("budget", repr(self._budget)),
+            ("method", self._method),
+            ("spent", repr(self.spent)),
+            ("remaining", repr(self.remaining)),
+        ]
+        ledger = [
+            (
+                e.label or "",
+                shown(e.epsilon, "up"),
+                shown(e.delta, "up"),
+                shown(e.rho, "up"),
+                type(e.event).__name__ if e.event is not None else "",
+            )
+            for e in self.ledger
+        ]
+        return table("Accountant", rows) + table(
+            None, ledger, header=("label", "epsilon", "delta", "rho", "event")
+        )
+
+
+def _budget_hint(budget: object, unexpected: dict[str, object]) -> str:
+    """What to pass to :class:`Accountant`, for a call that passed something else.
+
+    Names the keywords given (parameter names are schema), never their values.
+
+    >>> print(_budget_hint(None, {"epsilon": 1}))
+    Accountant takes a budget guarantee, not epsilon=: pass Accountant(PureDP(epsilon=...)), or Accountant(ApproxDP(epsilon=..., delta=...)) for (ε, δ), or Accountant(ZCDP(rho=...)).
+    """
+    if unexpected:
+        names = ", ".join(f"{k}=" for k in sorted(unexpected))
+        head = f"Accountant takes a budget guarantee, not {names}"
+    elif budget is None:
+        head = "Accountant needs a budget"
+    else:
+        head = f"budget must be a guarantee, got a {type(budget).__name__}"
+    return (
+        f"{head}: pass Accountant(PureDP(epsilon=...)), or Accountant(ApproxDP(epsilon=..., "
+        "delta=...)) for (ε, δ), or Accountant(ZCDP(rho=...))."
+    )

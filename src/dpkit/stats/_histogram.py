@@ -8,8 +8,9 @@ from fractions import Fraction
 from functools import lru_cache
 
 import numpy as np
+import numpy.typing as npt
 
-from dpkit._missing import Missing, check_missing, handle_missing
+from dpkit._missing import Missing, check_missing, handle_missing, missing_error
 from dpkit.accounting import (
     ComposedEvent,
     DiscreteGaussianEvent,
@@ -21,7 +22,7 @@ from dpkit.errors import DataError
 from dpkit.noise import discrete_gaussian, discrete_laplace, sampled_sigma
 from dpkit.random import RNGLike, as_generator
 from dpkit.stats._common import SupportsCharge, charge, check_privacy
-from dpkit.stats._data import FloatArray, as_matrix
+from dpkit.stats._data import FloatArray, as_matrix, object_records
 from dpkit.stats._events import (
     Neighbouring,
     discrete_laplace_event,
@@ -89,10 +90,72 @@ def _gaussian_sigma(epsilon: float, delta: float, replace: bool) -> float:
     return sampled_sigma(sigma)  # calibrate checked exactly this value
 
 
+def _key(value: object) -> tuple[type, object]:
+    """A category's lookup key: its type with its value, so that ``1``, ``1.0`` and ``True``
+    (equal under ``==``) stay distinct categories."""
+    return (type(value), value)
+
+
+def _is_missing(value: object) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+_Index = dict[tuple[type, object], int]
+
+
+def _category_table(categories: object) -> tuple[tuple[object, ...], _Index]:
+    """The declared categories, checked (public: read before any data)."""
+    if isinstance(categories, str | bytes):
+        raise DataError("categories must be a sequence of category values, not one string.")
+    try:
+        cats = tuple(categories)  # type: ignore[call-overload]
+    except TypeError:
+        raise DataError("categories must be a sequence of category values.") from None
+    if not cats:
+        raise DataError("categories must hold at least one category.")
+    index: _Index = {}
+    for i, c in enumerate(cats):
+        if _is_missing(c):
+            raise DataError("categories may not contain None or NaN (those are missing values).")
+        try:
+            index.setdefault(_key(c), i)
+        except TypeError:
+            raise DataError("categories must be hashable values (str, int, ...).") from None
+        if len(index) != i + 1:
+            raise DataError("categories must be distinct.")
+    return cats, index
+
+
+def _category_counts(
+    x: object, index: _Index, size: int, missing: Missing
+) -> npt.NDArray[np.float64]:
+    """Exact counts of the records in each declared category; other values are not counted
+    (as records outside the bin edges), so no value is refused but a missing one."""
+    if hasattr(x, "to_numpy") and not isinstance(x, np.ndarray):
+        x = x.to_numpy()  # pandas / Polars Series (a categorical gives its values)
+    records = object_records(x, "x must be a sequence of category values (1-d).")
+    counts = np.zeros(size, dtype=np.float64)
+    for v in records:
+        if isinstance(v, np.generic):
+            v = v.item()  # a NumPy scalar counts as the Python value it holds
+        if _is_missing(v):
+            if missing == "raise":
+                raise missing_error("x")
+            continue
+        try:
+            i = index.get(_key(v))
+        except TypeError:  # an unhashable value is in no declared category
+            i = None
+        if i is not None:
+            counts[i] += 1
+    return counts
+
+
 def histogram(
     x: object,
     *,
-    bins: object,
+    bins: object = None,
+    categories: object = None,
     epsilon: float,
     delta: float = 0.0,
     accountant: SupportsCharge | None = None,
@@ -100,13 +163,19 @@ def histogram(
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,
     missing: Missing = "raise",
 ) -> Release:
-    """Private counts of records in given bins (1-d, or d-d with one edge array per column).
+    """Private counts of records in given bins (1-d, or d-d with one edge array per column), or
+    in declared categories (strings, a pandas or Polars categorical, any hashable values).
 
     Each record falls in at most one bin (records outside the edges are not counted), so the
     vector of counts has ℓ1 and ℓ2 sensitivity 1 under add/remove (ℓ1 2, ℓ2 √2 under replace).
     Exact discrete Laplace noise of scale Δ₁/ε per bin gives ε-DP; with δ > 0, discrete Gaussian
     noise with σ from the analytic Gaussian calibration for Δ₂ gives (ε, δ)-DP (seed 002). Counts
     are unbiased and may be negative: clamp at 0 and renormalise for a density (seed 000).
+
+    With ``categories=`` (instead of ``bins``) the counts are of the declared categories, in
+    their order; a value in no declared category is not counted (the categories are never read
+    from the data: a pandas categorical's own categories may have been, so give them). The
+    released counts are integers (the noise is on the integers).
 
     ``missing="raise"`` (default) refuses a NaN or None before any charge (the refusal reveals
     that one exists); ``missing="drop"`` removes such records first (add/remove neighbours).
@@ -116,21 +185,22 @@ def histogram(
     >>> import numpy as np, dpkit.stats as st
     >>> x = np.random.default_rng(0).normal(size=10_000)
     >>> h = st.histogram(x, bins=[-3, -1, 0, 1, 3], epsilon=1.0, rng=1)
-    >>> h.value.shape, bool(abs(h.value[1] - 3413) < 100)
-    ((4,), True)
+    >>> h.value.shape, h.value.dtype, bool(abs(h.value[1] - 3413) < 100)
+    ((4,), dtype('int64'), True)
+    >>> colours = ["red", "blue", "red", "green", "red"] * 200
+    >>> st.histogram(colours, categories=["red", "blue", "green"], epsilon=1.0, rng=1)
+    Release(histogram=[600 200 200], epsilon=1, ci='exact noise quantiles')
     """
     eps, dlt = check_privacy(epsilon, delta)
     replace = is_replace(neighbouring)
     policy = check_missing(missing, public_size=replace)
-    data = handle_missing(as_matrix(x), policy)  # a record is missing when any column is
-    if np.shape(x) == (0,) and bins is not None and not _flat(bins):  # type: ignore[call-overload]
-        # An empty list carries no column count: take it from the bins, so that an empty dataset
-        # is answered with noise in any container (a refusal would reveal the emptiness).
-        data = np.empty((0, len(bins)))  # type: ignore[arg-type]
-    edges = _edges(bins, data.shape[1])
-    counts, _ = np.histogramdd(data, bins=edges)
-    if data.shape[1] == 1:
-        counts = counts.reshape(-1)
+    if categories is not None:
+        if bins is not None:
+            raise DataError("give bins (numeric edges) or categories, not both.")
+        _, index = _category_table(categories)
+        counts = _category_counts(x, index, len(index), policy)
+    else:
+        counts = _numeric_counts(x, bins, policy)
     if dlt == 0.0:
         sens = 2 if replace else 1
         scale = Fraction(sens) / Fraction(eps * (1.0 - 2.0**-40))
@@ -147,5 +217,20 @@ def histogram(
         z = discrete_laplace(noise.scale, size=counts.shape, rng=gen)
     else:
         z = discrete_gaussian(noise.scale, size=counts.shape, rng=gen)
-    value = counts + np.asarray(z, dtype=np.float64)
+    # counts and noise are integers: the release is one (int64 holds any count of records
+    # plus noise that dpkit can sample at a scale a finite ε gives)
+    value = counts.astype(np.int64) + np.asarray(z, dtype=np.int64)
     return Release(value, event, "histogram", LinearNoise(((noise, 1.0),)), delta=dlt)
+
+
+def _numeric_counts(x: object, bins: object, policy: Missing) -> npt.NDArray[np.float64]:
+    data = handle_missing(as_matrix(x), policy)  # a record is missing when any column is
+    if np.shape(x) == (0,) and bins is not None and not _flat(bins):  # type: ignore[call-overload]
+        # An empty list carries no column count: take it from the bins, so that an empty dataset
+        # is answered with noise in any container (a refusal would reveal the emptiness).
+        data = np.empty((0, len(bins)))  # type: ignore[arg-type]
+    edges = _edges(bins, data.shape[1])
+    counts, _ = np.histogramdd(data, bins=edges)
+    if data.shape[1] == 1:
+        counts = counts.reshape(-1)
+    return counts
