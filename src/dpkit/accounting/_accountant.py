@@ -533,8 +533,10 @@ def _budget_hint(budget: object, unexpected: dict[str, object]) -> str:
 
     Names the keywords given (parameter names are schema), never their values.
 
-    >>> print(_budget_hint(None, {"epsilon": 1}))
-    Accountant takes a budget guarantee, not epsilon=: pass Accountant(PureDP(epsilon=...)), or Accountant(ApproxDP(epsilon=..., delta=...)) for (ε, δ), or Accountant(ZCDP(rho=...)).
+    >>> import textwrap
+    >>> print(textwrap.fill(_budget_hint(None, {"epsilon": 1}), 90))
+    Accountant takes a budget guarantee, not epsilon=: pass Accountant(PureDP(epsilon=...)),
+    or Accountant(ApproxDP(epsilon=..., delta=...)) for (ε, δ), or Accountant(ZCDP(rho=...)).
     """
     if unexpected:
         names = ", ".join(f"{k}=" for k in sorted(unexpected))
