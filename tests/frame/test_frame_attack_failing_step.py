@@ -21,7 +21,7 @@ import dpkit.frame as dpf
 def _outcome(df: pl.DataFrame) -> str:
     q = dpf.Query(df, privacy_unit="user").with_columns(y=pl.col("s").cast(pl.Int64))
     try:
-        q.agg(dpf.sum("y", bounds=(0, 9))).release(epsilon=1.0)
+        q.agg(dpf.sum("y", bounds=(0, 9)), max_rows=1).release(epsilon=1.0)
     except Exception as exc:
         return type(exc).__name__
     return "ok"

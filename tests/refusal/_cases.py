@@ -201,7 +201,7 @@ def _frame(v: Any, key: str = "a", column: str = "x") -> pl.DataFrame:
 def _query(agg: Callable[[], Any], name: str, missing: str = "raise") -> Case:
     def run(df: Any, acct: Any) -> object:
         q = dpf.Query(df, privacy_unit="user", missing=missing)  # type: ignore[arg-type]
-        q = q.group_by("key", public_keys=["a", "b"])
+        q = q.group_by("key", public_keys=["a", "b"], max_groups=1, max_rows=1)
         return q.agg(agg()).release(epsilon=1.0, accountant=acct, rng=_rng())
 
     kinds: dict[str, Any] = {**{k: v for k, v in NUMERIC.items() if k != "none"}, "none": None}

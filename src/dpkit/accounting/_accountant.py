@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Hashable
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 from dpkit._checks import check_delta
+from dpkit.accounting._accountant_text import accountant_html, budget_hint, exhausted_text
 from dpkit.accounting._budget import within
 from dpkit.accounting._compose import epsilon_of
 from dpkit.accounting._costs import (
@@ -28,6 +31,7 @@ from dpkit.accounting._guarantees import (
     shown,
     zcdp_epsilon,
 )
+from dpkit.accounting._parallel import DisjointParts, parallel
 from dpkit.errors import BudgetExceededError, PrivacyParameterError
 
 __all__ = ["Accountant", "LedgerEntry"]
@@ -158,7 +162,7 @@ class Accountant:
         **unexpected: object,
     ) -> None:
         if unexpected or not isinstance(budget, PureDP | ApproxDP | ZCDP):
-            raise PrivacyParameterError(_budget_hint(budget, unexpected))
+            raise PrivacyParameterError(budget_hint(budget, unexpected))
         allowed = _METHODS.get(type(budget)) or next(
             m
             for kind, m in _METHODS.items()
@@ -406,47 +410,18 @@ class Accountant:
         return f"{name}, epsilon={float(pure):.6g}" if pure is not None else name
 
     def _exhausted_text(self, event: Event) -> str:
-        """Which resource (ε, δ or ρ) the refused ``event`` would overspend, and the fix.
-
-        Called under the lock; reads only the budget, the past charges and the event."""
-        spent = self._spent_of(self._state)
-        left = self._remaining_unlocked()
-        if self._method == "zcdp":
-            total = self._rho_max
-            return (
-                f"not enough rho (spent {shown(spent[2], 'up')} of {shown(total, 'down')}, "
-                f"{shown(left[2], 'down')} left). Ask for a smaller epsilon (or rho), or start "
-                "a new Accountant."
-            )
-        eps_text = (
-            f"not enough epsilon (spent {shown(spent[0], 'up')} of "
-            f"{shown(self._budget.epsilon, 'down')}, {shown(left[0], 'down')} left). Ask "  # type: ignore[union-attr]
-            f"for epsilon at most {shown(left[0], 'down')}, or start a new Accountant."
-        )
+        """Which resource the refused ``event`` would overspend, and the fix (under the lock)."""
         try:
-            pure = self._pure_cost(event)
+            pure = self._pure_cost(event) is not None
         except (PrivacyParameterError, InfiniteCost):
-            pure = None
-        b_delta = getattr(self._budget, "delta", 0.0)
-        if pure is not None:
-            return eps_text
-        if isinstance(event, ApproxDPEvent) and within(
-            Fraction(spent[1]) + Fraction(event.delta), b_delta
-        ):
-            return eps_text
-        if left[1] <= 0 or (
-            isinstance(event, ApproxDPEvent) and not within(Fraction(event.delta), left[1])
-        ):
-            return (
-                f"not enough delta (spent {shown(spent[1], 'up')} of {shown(b_delta, 'down')}"
-                f", {shown(left[1], 'down')} left); this release needs delta > 0. Use a pure-"
-                "epsilon release (Laplace noise, public keys), ask for a smaller delta, or start "
-                "a new Accountant with more delta."
-            )
-        return (
-            f"its epsilon at the delta left ({shown(left[1], 'down')}) exceeds the epsilon left "
-            f"({shown(left[0], 'down')} of {shown(self._budget.epsilon, 'down')}). Ask for a "  # type: ignore[union-attr]
-            "smaller epsilon, or start a new Accountant."
+            pure = False
+        return exhausted_text(
+            self._budget,
+            self._rho_max if self._method == "zcdp" else None,
+            self._spent_of(self._state),
+            self._remaining_unlocked(),
+            event,
+            pure,
         )
 
     def _remaining_unlocked(self) -> tuple[float, float, float]:
@@ -500,52 +475,36 @@ class Accountant:
             self._ledger.append(LedgerEntry(None, label, eps_r, delta_r, 0.0))
             return children
 
+    def parallel(
+        self, parts: DisjointParts, *, budget: Guarantee, label: str | None = None
+    ) -> dict[Hashable, Any]:
+        """Give each of several disjoint parts of the units ``budget``, paying it once.
+
+        Parallel composition (McSherry 2009): when every unit's data lie in one part only,
+        releases over the parts that each keep ``budget`` keep ``budget`` together, so this
+        accountant is charged ``budget`` once (as a :class:`~dpkit.accounting.PureDPEvent`,
+        :class:`~dpkit.accounting.ApproxDPEvent` or :class:`~dpkit.accounting.ZCDPEvent`),
+        not once per part. ``parts`` must be disjoint by construction, a
+        :class:`~dpkit.accounting.DisjointParts` such as
+        :meth:`dpkit.frame.Query.partition_by`'s result, never by promise; each part gets a
+        new accountant of ``budget`` that only that part's releases can reach.
+
+        Returns
+        -------
+        dict
+            Each part's key to the part, bound to its accountant (for
+            :meth:`~dpkit.frame.Query.partition_by`: a :class:`~dpkit.frame.Query`).
+
+        Raises
+        ------
+        BudgetExceededError
+            ``budget`` does not fit what is left; nothing was charged.
+        """
+        return parallel(self, parts, budget, label)
+
     def __repr__(self) -> str:
         return f"Accountant({self._budget!r}, method={self._method!r}, spent={self.spent!r})"
 
     def _repr_html_(self) -> str:
         """A notebook's view: the budget, what was spent and what is left, then the ledger."""
-        from dpkit._html import table  # (display only; imported when a notebook asks)
-
-        rows = [
-            ("budget", repr(self._budget)),
-            ("method", self._method),
-            ("spent", repr(self.spent)),
-            ("remaining", repr(self.remaining)),
-        ]
-        ledger = [
-            (
-                e.label or "",
-                shown(e.epsilon, "up"),
-                shown(e.delta, "up"),
-                shown(e.rho, "up"),
-                type(e.event).__name__ if e.event is not None else "",
-            )
-            for e in self.ledger
-        ]
-        return table("Accountant", rows) + table(
-            None, ledger, header=("label", "epsilon", "delta", "rho", "event")
-        )
-
-
-def _budget_hint(budget: object, unexpected: dict[str, object]) -> str:
-    """What to pass to :class:`Accountant`, for a call that passed something else.
-
-    Names the keywords given (parameter names are schema), never their values.
-
-    >>> import textwrap
-    >>> print(textwrap.fill(_budget_hint(None, {"epsilon": 1}), 90))
-    Accountant takes a budget guarantee, not epsilon=: pass Accountant(PureDP(epsilon=...)),
-    or Accountant(ApproxDP(epsilon=..., delta=...)) for (ε, δ), or Accountant(ZCDP(rho=...)).
-    """
-    if unexpected:
-        names = ", ".join(f"{k}=" for k in sorted(unexpected))
-        head = f"Accountant takes a budget guarantee, not {names}"
-    elif budget is None:
-        head = "Accountant needs a budget"
-    else:
-        head = f"budget must be a guarantee, got a {type(budget).__name__}"
-    return (
-        f"{head}: pass Accountant(PureDP(epsilon=...)), or Accountant(ApproxDP(epsilon=..., "
-        "delta=...)) for (ε, δ), or Accountant(ZCDP(rho=...))."
-    )
+        return accountant_html(self)

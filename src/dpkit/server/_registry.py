@@ -28,6 +28,7 @@ ledger, at zero cost, so that its answer is stored, audited and fetched again li
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from contextlib import contextmanager
@@ -129,14 +130,35 @@ class Meter(Accountant):
 
 
 def check_keys(params: Mapping[str, Any], allowed: set[str]) -> None:
-    """Refuse parameters an entry does not know (a misspelt ``epsilon`` must not pass)."""
+    """Refuse parameters an entry does not know (a misspelt ``epsilon`` must not pass).
+
+    An unknown name that is a plain identifier (a parameter name is schema, not data) is named,
+    with the allowed name it most resembles; anything else is only counted, never reflected.
+
+    >>> check_keys({"epsilson": 1.0}, {"epsilon", "delta"})
+    Traceback (most recent call last):
+    ...
+    dpkit.errors.DataError: unknown parameter 'epsilson' (did you mean 'epsilon'?) for this query. \
+Allowed: delta, epsilon.
+    """
     unknown = set(params) - allowed
-    if unknown:
-        # The unknown names are not echoed: a request is not the place to reflect input back.
-        raise DataError(
-            f"unknown parameter(s) for this query ({len(unknown)}); "
-            f"allowed: {', '.join(sorted(allowed))}."
-        )
+    if not unknown:
+        return
+    allowed_text = f"Allowed: {', '.join(sorted(allowed))}."
+    named = sorted(k for k in unknown if _plain_name(k))
+    if len(named) != len(unknown):
+        raise DataError(f"unknown parameter(s) for this query ({len(unknown)}); {allowed_text}")
+    parts = []
+    for k in named:
+        close = difflib.get_close_matches(k, sorted(allowed), n=1, cutoff=0.75)
+        parts.append(f"{k!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    plural = "s" if len(parts) > 1 else ""
+    raise DataError(f"unknown parameter{plural} {', '.join(parts)} for this query. {allowed_text}")
+
+
+def _plain_name(name: object) -> bool:
+    """A short ASCII identifier: safe to name in an error (no markup, no control characters)."""
+    return isinstance(name, str) and name.isascii() and name.isidentifier() and len(name) <= 40
 
 
 def _price_key(name: str, entry: Any, params: Mapping[str, Any]) -> tuple[Any, ...] | None:

@@ -108,7 +108,7 @@ def _category_table(categories: object) -> tuple[tuple[object, ...], _Index]:
     if isinstance(categories, str | bytes):
         raise DataError("categories must be a sequence of category values, not one string.")
     try:
-        cats = tuple(categories)  # type: ignore[call-overload]
+        cats: tuple[object, ...] = tuple(categories)  # type: ignore[arg-type]
     except TypeError:
         raise DataError("categories must be a sequence of category values.") from None
     if not cats:

@@ -293,6 +293,22 @@ class Release:
         shown = f"{v:.6g}" if isinstance(v, float) else np.array2string(np.asarray(v), precision=6)
         return f"Release({self.statistic}={shown}, {self._cost()}, ci={_method(self.errors)!r})"
 
+    def _repr_html_(self) -> str:
+        """A notebook's view: the value, its 95% interval where it has one, and the cost."""
+        from dpkit._html import table
+
+        v = self.value
+        value = f"{v:.6g}" if isinstance(v, float) else np.array2string(np.asarray(v), precision=6)
+        rows = [("statistic", self.statistic), ("value", value), ("cost", self._cost())]
+        try:
+            lo, hi = self.ci(0.05)
+        except DPKitError:
+            rows.append(("95% interval", "not available for this statistic"))
+        else:
+            fmt = (lambda a: f"{a:.6g}") if isinstance(lo, float) else _array_text
+            rows.append(("95% interval", f"[{fmt(lo)}, {fmt(hi)}] ({_method(self.errors)})"))
+        return table("Release", rows)
+
     def _cost(self) -> str:
         if self.event is None:
             return "epsilon=0 (public)"
@@ -302,6 +318,10 @@ class Release:
             return "epsilon=?"
         shown = f"epsilon={_round_up(eps)}"
         return shown + (f", delta={self.delta:.3g}" if self.delta > 0 else "")
+
+
+def _array_text(a: Any) -> str:
+    return np.array2string(np.asarray(a), precision=6)
 
 
 def _round_up(eps: float) -> str:
