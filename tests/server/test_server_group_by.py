@@ -204,7 +204,7 @@ BAD: list[tuple[dict[str, Any], str]] = [
     ({"by": ["region"], "epsilon": -1}, "epsilon"),
     ({"by": ["region"], "delta": 1.0}, "delta"),
     ({"by": ["region"], "alpha": 2}, "alpha"),
-    ({"by": ["region"], "epsilom": 1}, "unknown parameter 'epsilom' (did you mean 'epsilon'?)"),
+    ({"by": ["region"], "epsilom": 1}, "unknown parameter 'epsilom' (did you mean 'epsilon'?)."),
     ({"by": ["region"], "max_groups": 1}, "choose max_rows:"),
     ({"by": ["region"], "max_rows": 1}, "choose max_groups:"),
     ({"by": ["region"]}, "choose max_rows and max_groups:"),

@@ -132,28 +132,31 @@ class Meter(Accountant):
 def check_keys(params: Mapping[str, Any], allowed: set[str]) -> None:
     """Refuse parameters an entry does not know (a misspelt ``epsilon`` must not pass).
 
-    An unknown name that is a plain identifier (a parameter name is schema, not data) is named,
-    with the allowed name it most resembles; anything else is only counted, never reflected.
+    A misspelling of an allowed name (a short identifier within a few edits of it) is named
+    with the name it resembles; any other unknown name is only counted, never reflected (a
+    request's keys may carry anything).
 
     >>> check_keys({"epsilson": 1.0}, {"epsilon", "delta"})
     Traceback (most recent call last):
     ...
-    dpkit.errors.DataError: unknown parameter 'epsilson' (did you mean 'epsilon'?) for this query. \
-Allowed: delta, epsilon.
+    dpkit.errors.DataError: unknown parameter 'epsilson' (did you mean 'epsilon'?). Allowed: \
+delta, epsilon.
     """
     unknown = set(params) - allowed
     if not unknown:
         return
     allowed_text = f"Allowed: {', '.join(sorted(allowed))}."
-    named = sorted(k for k in unknown if _plain_name(k))
-    if len(named) != len(unknown):
-        raise DataError(f"unknown parameter(s) for this query ({len(unknown)}); {allowed_text}")
-    parts = []
-    for k in named:
-        close = difflib.get_close_matches(k, sorted(allowed), n=1, cutoff=0.75)
-        parts.append(f"{k!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
-    plural = "s" if len(parts) > 1 else ""
-    raise DataError(f"unknown parameter{plural} {', '.join(parts)} for this query. {allowed_text}")
+    named = []
+    for k in sorted(str(u) for u in unknown):
+        close = difflib.get_close_matches(k, sorted(allowed), n=1, cutoff=0.8)
+        if close and _plain_name(k):
+            named.append(f"{k!r} (did you mean {close[0]!r}?)")
+    others = len(unknown) - len(named)
+    if not named:
+        raise DataError(f"unknown parameter(s) for this query ({others}); {allowed_text}")
+    plural = "s" if len(unknown) > 1 else ""
+    more = f" and {others} other(s)" if others else ""
+    raise DataError(f"unknown parameter{plural} {', '.join(named)}{more}. {allowed_text}")
 
 
 def _plain_name(name: object) -> bool:
