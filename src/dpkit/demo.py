@@ -106,16 +106,12 @@ def _accounting() -> None:
     st.mean(x, bounds=(0, 100), epsilon=0.5, accountant=acct, rng=seeded(SEED))
     st.median(x, bounds=(0, 100), epsilon=0.25, accountant=acct, rng=seeded(SEED))
     for entry in acct.ledger:
-        print(f"charged {entry.label!s:8s} epsilon={entry.epsilon:.4f}")
-    spent, left = acct.spent, acct.remaining
-    print(
-        f"budget epsilon=1, delta=1e-6: spent epsilon={spent.epsilon:.4f}, "  # type: ignore[attr-defined]
-        f"remaining epsilon={left.epsilon:.4f}"  # type: ignore[attr-defined]
-    )
+        print(entry)  # costs as short decimals; the safe-side margins stay in the arithmetic
+    print(f"spent {acct.spent!r}, remaining {acct.remaining!r}")
     try:
         st.mean(x, bounds=(0, 100), epsilon=0.5, accountant=acct, rng=seeded(SEED))
-    except BudgetExceededError:
-        print("a third query asking for epsilon 0.5 is refused; nothing was released")
+    except BudgetExceededError as e:
+        print(f"a third query asking for epsilon 0.5 is refused:\n  {e}")
     sigma = gaussian_sigma(epsilon=1.0, delta=1e-5, sensitivity=1.0)
     print(f"analytic Gaussian sigma for (1, 1e-5): {sigma:.4f} (classic formula: 4.8448)")
     for method in ("pld", "rdp"):
