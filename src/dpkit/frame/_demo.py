@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from dpkit.accounting import Accountant
 
 SEED = 2024  # reproducible demo; real releases use rng=None (secure)
 
@@ -48,7 +53,7 @@ def demo() -> None:
     _bounds_and_parts(buys, acct)
 
 
-def _bounds_and_parts(buys: object, acct: object) -> None:
+def _bounds_and_parts(buys: object, acct: Accountant) -> None:
     """Bounds suggested privately, unit totals clamped, and parallel composition."""
     import dpkit.frame as dpf
     from dpkit.accounting import PureDP
@@ -65,9 +70,7 @@ def _bounds_and_parts(buys: object, acct: object) -> None:
         m.l1 * m.unit for m in (plain.plan.measures[0], total.explain(epsilon=0.1).plan.measures[0])
     ]
     print(f"sum's sensitivity: {sens[0]:g} clamping rows, {sens[1]:g} clamping each user's total")
-    parts = acct.parallel(  # type: ignore[attr-defined]
-        q.partition_by("shop", keys=shops), budget=PureDP(epsilon=0.2)
-    )
+    parts = acct.parallel(q.partition_by("shop", keys=shops), budget=PureDP(epsilon=0.2))
     for part in parts.values():
         part.agg(dpf.count_units(), max_rows=1).release(epsilon=0.2, rng=seeded(SEED))
     print(f"five shops' user counts over disjoint users at epsilon 0.2 each: spent {acct.spent!r}")

@@ -305,8 +305,8 @@ class Release:
         except DPKitError:
             rows.append(("95% interval", "not available for this statistic"))
         else:
-            fmt = (lambda a: f"{a:.6g}") if isinstance(lo, float) else _array_text
-            rows.append(("95% interval", f"[{fmt(lo)}, {fmt(hi)}] ({_method(self.errors)})"))
+            ends = f"[{_text(lo)}, {_text(hi)}]"
+            rows.append(("95% interval", f"{ends} ({_method(self.errors)})"))
         return table("Release", rows)
 
     def _cost(self) -> str:
@@ -320,7 +320,10 @@ class Release:
         return shown + (f", delta={self.delta:.3g}" if self.delta > 0 else "")
 
 
-def _array_text(a: Any) -> str:
+def _text(a: Any) -> str:
+    """A released number or array, to six significant digits."""
+    if isinstance(a, float):
+        return f"{a:.6g}"
     return np.array2string(np.asarray(a), precision=6)
 
 
