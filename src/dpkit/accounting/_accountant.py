@@ -317,7 +317,8 @@ class Accountant:
             return self._if_fits(event, _State(s.eps + pure, s.delta, s.rho), pure, 0.0, 0)
         if isinstance(self._budget, PureDP):
             raise PrivacyParameterError(
-                f"{event!r} is not pure ε-DP, so a PureDP budget cannot pay for it; use an "
+                f"a {type(event).__name__} is not pure ε-DP, so a PureDP budget cannot pay for "
+                "it; use an "
                 "ApproxDP or ZCDP budget, or a pure-DP mechanism."
             )
         if isinstance(event, ApproxDPEvent):
