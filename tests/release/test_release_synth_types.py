@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from dpkit.random import seeded
-from dpkit.release import Categorical, Domain, Numeric, Synthesizer
+from dpkit.release import Categorical, Domain, Numeric, Synthesizer, utility_report
 
 DOM = Domain({"age": Numeric(18, 90, integer=True), "c": Categorical(["a", "b"]),
               "x": Numeric(0, 1, bins=4)})  # fmt: skip
@@ -35,3 +35,12 @@ def test_pandas_in_pandas_out_polars_in_polars_out_with_declared_types() -> None
     assert (
         synth.fit(_data(), rng=seeded(1)).sample(5, rng=2, output="dict")["age"].dtype == np.int64
     )
+
+
+def test_the_utility_report_displays_in_a_notebook() -> None:
+    synth = Synthesizer(DOM, epsilon=1.0, delta=1e-6, method="independent")
+    real = pl.DataFrame(_data())
+    syn = synth.fit(real, rng=seeded(1)).sample(400, rng=2)
+    page = utility_report(real, syn, DOM, plots=False)._repr_html_()
+    assert page.startswith("<table><caption>Utility report") and "<td>age</td>" in page
+    assert "mean 3-way TVD" in page and "not private" in page
