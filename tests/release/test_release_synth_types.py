@@ -29,12 +29,11 @@ def test_pandas_in_pandas_out_polars_in_polars_out_with_declared_types() -> None
         out = synth.fit(frame, rng=seeded(1)).sample(50, rng=2)
         assert isinstance(out, kind)
         assert str(out["age"].dtype).lower() == "int64" and str(out["x"].dtype).lower() == "float64"
-    arr = synth.fit(_data(), rng=seeded(1)).sample(50, rng=2)
+    model = synth.fit(_data(), rng=seeded(1))
+    arr = model.sample(50, rng=2)
     assert isinstance(arr, np.ndarray) and arr.dtype["age"] == np.int64
     assert arr.dtype["x"] == np.float64 and arr.dtype["c"].kind == "O"
-    assert (
-        synth.fit(_data(), rng=seeded(1)).sample(5, rng=2, output="dict")["age"].dtype == np.int64
-    )
+    assert model.sample(5, rng=2, output="dict")["age"].dtype == np.int64
 
 
 def test_the_utility_report_displays_in_a_notebook() -> None:
