@@ -11,7 +11,7 @@ among the keys are in no part. The keys are public (given, never read from the d
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +22,6 @@ from dpkit.frame._table import RESERVED, UNIT_ID, Table, check_unreserved, schem
 
 if TYPE_CHECKING:
     from dpkit.accounting import Accountant
-    from dpkit.frame._query import Query
 
 __all__ = ["Partitions"]
 
@@ -60,7 +59,9 @@ class Partitions(DisjointParts):
     :class:`~dpkit.frame.Query` whose releases are paid from that part's budget.
     """
 
-    def __init__(self, table: Table, column: str, keys: object) -> None:
+    def __init__(
+        self, table: Table, column: str, keys: object, query: Callable[[Table], Any]
+    ) -> None:
         if table.spark:
             raise DataError(
                 "partition_by runs on Polars frames; on Spark, filter by the key with Spark "
@@ -72,6 +73,7 @@ class Partitions(DisjointParts):
         if column not in schema_names(table.data, "partition_by"):
             raise DataError("partition_by names a column the table does not have.")
         self._table = table
+        self._query = query  # a Query of a table (given by Query: this module cannot import it)
         self._column = column
         self._keys = _check_keys(keys)
         pl = polars()
@@ -93,9 +95,8 @@ class Partitions(DisjointParts):
     def __iter__(self) -> Iterator[Hashable]:
         return iter(self._keys)
 
-    def bind(self, key: Hashable, accountant: Accountant) -> Query:
-        from dpkit.frame._query import Query
-
+    def bind(self, key: Hashable, accountant: Accountant) -> Any:
+        """Part ``key`` as a :class:`~dpkit.frame.Query` whose releases ``accountant`` pays."""
         matches = [i for i, k in enumerate(self._keys) if type(k) is type(key) and k == key]
         if not matches:
             raise DataError("no part has this key.")
@@ -103,6 +104,4 @@ class Partitions(DisjointParts):
         i = matches[0]
         rows = self._data.filter((pl.col(_HOME) == i) & (pl.col(_PART) == i)).drop(_PART, _HOME)
         step = f"part {i + 1} of {len(self._keys)} by {self._column}"
-        q = Query.__new__(Query)
-        q._table = replace(self._table.derive(rows, step), accountant=accountant)
-        return q
+        return self._query(replace(self._table.derive(rows, step), accountant=accountant))

@@ -240,7 +240,7 @@ class Query:
         PureDP(epsilon=1.0)
         """
         self._polars_only("partition_by")
-        return Partitions(self._table, column, keys)
+        return Partitions(self._table, column, keys, _of_table)
 
     def suggest_bounds(
         self,
@@ -295,6 +295,13 @@ class Query:
             "estimates them from a private quantile of each unit's contributions (it costs "
             "budget)."
         )
+
+
+def _of_table(table: Table) -> Query:
+    """A query of an already prepared table (a part of a parallel composition)."""
+    q = Query.__new__(Query)
+    q._table = table
+    return q
 
 
 def _refuse_repeated_keys(public: Any, on: list[str]) -> None:
