@@ -119,6 +119,18 @@ def test_answers_per_user_within_their_bars(client: Curator, truth: Any) -> None
     assert sum(r["units"] for r in t.rows) < 0.5 * truth["rows"]
 
 
+def test_a_persons_total_per_group_is_clamped(client: Curator, truth: Any) -> None:
+    total = {"stat": "sum", "column": "spend", "unit_total": [0, 50]}
+    t = client.group_by("visits", "region", total, epsilon=2.0, max_rows=3, max_groups=1)
+    users = truth["users"]
+    for code, row in enumerate(t.rows[: len(REGIONS)]):
+        mine = users.filter(pl.col("region") == code)
+        # each user's kept rows (at most 3) of spend, totalled and clamped to 50
+        exact = float((mine["rows"].clip(upper_bound=3) * mine["spend"]).clip(0, 50).sum())
+        # 3 widths of the 95% interval (as above): a miss has probability about e^-18
+        assert abs(row["sum_spend"] - exact) <= 3 * (row["sum_spend_hi"] - row["sum_spend_lo"])
+
+
 def test_two_keys_explicit_keys_and_json_aggregations(client: Curator, truth: Any) -> None:
     t = client.group_by(
         "visits", ["region", "kids"], {"stat": "sum", "column": "spend"},
@@ -205,6 +217,15 @@ BAD: list[tuple[dict[str, Any], str]] = [
     ({"by": ["region"], "delta": 1.0}, "delta"),
     ({"by": ["region"], "alpha": 2}, "alpha"),
     ({"by": ["region"], "epsilom": 1}, "unknown parameter 'epsilom' (did you mean 'epsilon'?)."),
+    (
+        {
+            "by": ["region"],
+            "max_rows": 2,
+            "max_groups": 1,
+            "aggregations": [{"stat": "sum", "column": "spend", "unit_total": [5, 10]}],
+        },
+        "contain 0",
+    ),
     ({"by": ["region"], "max_groups": 1}, "choose max_rows:"),
     ({"by": ["region"], "max_rows": 1}, "choose max_groups:"),
     ({"by": ["region"]}, "choose max_rows and max_groups:"),

@@ -168,7 +168,8 @@ def _aggregations(params: Mapping[str, Any], schema: DatasetSchema) -> list[Any]
             check_keys(a, {"stat"})
             out.append(dpf.count() if stat == "count" else dpf.count_units())
             continue
-        check_keys(a, {"stat", "column", "bounds"} | ({"q"} if stat == "quantiles" else set()))
+        extra = {"q"} if stat == "quantiles" else ({"unit_total"} if stat == "sum" else set())
+        check_keys(a, {"stat", "column", "bounds"} | extra)
         col = schema.column(a.get("column"))
         if col.bounds is None:
             raise DataError(
@@ -184,6 +185,12 @@ def _aggregations(params: Mapping[str, Any], schema: DatasetSchema) -> list[Any]
                 raise DataError("q must be a list of 1 to 20 probabilities.")
             qs = [real(v, "q", low=0, high=1) for v in q]
             out.append(dpf.quantiles(col.name, qs, bounds=tuple(bounds)))
+        elif "unit_total" in a:  # each person's total per group clamped too
+            total = a["unit_total"]
+            if not isinstance(total, list) or len(total) != 2:
+                raise DataError("an aggregation's unit_total must be [low, high].")
+            ends = tuple(real(t, "unit_total") for t in total)
+            out.append(dpf.sum(col.name, bounds=tuple(bounds), unit_total=ends))
         else:
             out.append(getattr(dpf, stat)(col.name, bounds=tuple(bounds)))
     return out
