@@ -189,7 +189,7 @@ def _aggregations(params: Mapping[str, Any], schema: DatasetSchema) -> list[Any]
             total = a["unit_total"]
             if not isinstance(total, list) or len(total) != 2:
                 raise DataError("an aggregation's unit_total must be [low, high].")
-            ends = tuple(real(t, "unit_total") for t in total)
+            ends = (real(total[0], "unit_total"), real(total[1], "unit_total"))
             out.append(dpf.sum(col.name, bounds=tuple(bounds), unit_total=ends))
         else:
             out.append(getattr(dpf, stat)(col.name, bounds=tuple(bounds)))
