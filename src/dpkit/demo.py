@@ -83,9 +83,10 @@ def _chocolate_stats() -> None:
     ):
         lo, hi = rel.ci(0.05)
         covered = "yes" if lo <= exact <= hi else "no"
+        f = ".0f" if name == "count" else ".4f"  # a count is an integer, shown as one
         print(
-            f"{name:6s} private {rel.value:10.4f}  95% CI ({lo:.4f}, {hi:.4f})  "
-            f"exact {exact:.4f}  covered: {covered}"
+            f"{name:6s} private {rel.value:10{f}}  95% CI ({lo:{f}}, {hi:{f}})  "
+            f"exact {exact:{f}}  covered: {covered}"
         )
     print("(a 95% interval misses the exact value about one time in twenty, by design)")
 
@@ -96,7 +97,7 @@ def _medians() -> None:
     m = st.median(x, bounds=(-1, 1), epsilon=0.1, rng=SEED)
     print(f"1,000 points in [0.123, 0.124]: private median {m.value:.6f}, exact {np.median(x):.6f}")
     m = st.median(np.full(1000, 0.4), bounds=(-1, 1), epsilon=0.1, rng=SEED)
-    print(f"1,000 copies of 0.4:            private median {m.value!r}")
+    print(f"1,000 copies of 0.4:            private median {m.value:.6f}")
 
 
 def _accounting() -> None:
