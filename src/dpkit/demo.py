@@ -85,9 +85,10 @@ def _chocolate_stats() -> None:
     ):
         lo, hi = rel.ci(0.05)
         covered = "yes" if lo <= exact <= hi else "no"
+        f = ".0f" if name == "count" else ".4f"  # a count is an integer, shown as one
         print(
-            f"{name:6s} private {rel.value:10.4f}  95% CI ({lo:.4f}, {hi:.4f})  "
-            f"exact {exact:.4f}  covered: {covered}"
+            f"{name:6s} private {rel.value:10{f}}  95% CI ({lo:{f}}, {hi:{f}})  "
+            f"exact {exact:{f}}  covered: {covered}"
         )
     print("(a 95% interval misses the exact value about one time in twenty, by design)")
 
@@ -98,7 +99,7 @@ def _medians() -> None:
     m = st.median(x, bounds=(-1, 1), epsilon=0.1, rng=SEED)
     print(f"1,000 points in [0.123, 0.124]: private median {m.value:.6f}, exact {np.median(x):.6f}")
     m = st.median(np.full(1000, 0.4), bounds=(-1, 1), epsilon=0.1, rng=SEED)
-    print(f"1,000 copies of 0.4:            private median {m.value!r}")
+    print(f"1,000 copies of 0.4:            private median {m.value:.6f}")
 
 
 def _accounting() -> None:
@@ -108,16 +109,12 @@ def _accounting() -> None:
     st.mean(x, bounds=(0, 100), epsilon=0.5, accountant=acct, rng=seeded(SEED))
     st.median(x, bounds=(0, 100), epsilon=0.25, accountant=acct, rng=seeded(SEED))
     for entry in acct.ledger:
-        print(f"charged {entry.label!s:8s} epsilon={entry.epsilon:.4f}")
-    spent, left = acct.spent, acct.remaining
-    print(
-        f"budget epsilon=1, delta=1e-6: spent epsilon={spent.epsilon:.4f}, "  # type: ignore[attr-defined]
-        f"remaining epsilon={left.epsilon:.4f}"  # type: ignore[attr-defined]
-    )
+        print(entry)  # costs as short decimals; the safe-side margins stay in the arithmetic
+    print(f"spent {acct.spent!r}, remaining {acct.remaining!r}")
     try:
         st.mean(x, bounds=(0, 100), epsilon=0.5, accountant=acct, rng=seeded(SEED))
-    except BudgetExceededError:
-        print("a third query asking for epsilon 0.5 is refused; nothing was released")
+    except BudgetExceededError as e:
+        print(f"a third query asking for epsilon 0.5 is refused:\n  {e}")
     sigma = gaussian_sigma(epsilon=1.0, delta=1e-5, sensitivity=1.0)
     print(f"analytic Gaussian sigma for (1, 1e-5): {sigma:.4f} (classic formula: 4.8448)")
     for method in ("pld", "rdp"):

@@ -35,7 +35,7 @@ def _outcome(df: pl.DataFrame, step: Step) -> str:
     acct = Accountant(PureDP(epsilon=10.0))
     try:
         q = step(dpf.Query(df, privacy_unit="user"))
-        q.agg(dpf.sum("y", bounds=(0, 5))).release(epsilon=1.0, accountant=acct)
+        q.agg(dpf.sum("y", bounds=(0, 5)), max_rows=1).release(epsilon=1.0, accountant=acct)
     except DataError:
         assert not acct.ledger
         return "refused"

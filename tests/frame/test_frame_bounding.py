@@ -27,6 +27,7 @@ def _table(seed: int = 0, units: int = 300, rows: int = 3000, keys: int = 12) ->
 
 
 def _totals(df: object, *, seed: int = 5, missing: str = "drop", **bounds: int) -> pl.DataFrame:
+    bounds = {"max_groups": 1, "max_rows": 1} | bounds
     q = dpf.Query(df, privacy_unit="user", missing=missing).group_by("key", **bounds)
     out = q.agg(dpf.count(), dpf.count_units(), dpf.sum("x", bounds=B)).bounded_aggregates(
         seed=seed
@@ -112,7 +113,9 @@ def test_stability_one_unit_changes_only_its_own_contribution() -> None:
 
 def test_values_clamped_fixed_point_sum_is_exact() -> None:
     df = pl.DataFrame({"user": [1, 2, 3, 4], "key": [0, 0, 0, 0], "x": [-50.0, 10.5, 99.0, 500.0]})
-    q = dpf.Query(df, privacy_unit="user").group_by("key", public_keys=[0])
+    q = dpf.Query(df, privacy_unit="user").group_by(
+        "key", public_keys=[0], max_groups=1, max_rows=1
+    )
     g = q.agg(dpf.sum("x", bounds=B))
     plan = g.explain(epsilon=1.0).plan
     k = plan.measures[0].exponent
@@ -185,7 +188,9 @@ def test_null_and_nan_values_are_dropped_before_bounding() -> None:
 def test_one_row_per_pair_is_one_of_its_rows_chosen_by_the_key() -> None:
     """L∞ = 1 keeps exactly one of the pair's rows (its value, not a mix), keyed by the hash."""
     df = pl.DataFrame({"user": [7, 7, 7, 7], "key": [0] * 4, "x": [1.0, 2.0, 3.0, 4.0]})
-    q = dpf.Query(df, privacy_unit="user").group_by("key", public_keys=[0], max_rows=1)
+    q = dpf.Query(df, privacy_unit="user").group_by(
+        "key", public_keys=[0], max_rows=1, max_groups=1
+    )
     g = q.agg(dpf.sum("x", bounds=B))
     mn = g.explain(epsilon=1.0).plan.measures[0]
     picked = set()
@@ -224,7 +229,9 @@ def test_a_query_costing_the_whole_budget_fits_it(
     df = pl.DataFrame({"user": [1, 2, 2], "key": ["a", "b", "b"], "x": [1.0, 2.0, 3.0]})
     budget = ApproxDP(epsilon=0.7, delta=delta) if delta else PureDP(epsilon=0.7)
     acct = Accountant(budget)
-    g = dpf.Query(df, privacy_unit="user").group_by("key", public_keys=keys, max_groups=2)
+    g = dpf.Query(df, privacy_unit="user").group_by(
+        "key", public_keys=keys, max_groups=2, max_rows=1
+    )
     g.agg(dpf.count(), dpf.mean("x", bounds=(0, 5))).release(
         epsilon=0.7, delta=delta, noise=noise, accountant=acct, rng=1
     )
@@ -237,8 +244,10 @@ def test_streaming_engine_from_parquet_gives_the_same_totals(tmp_path: Any) -> N
     path = tmp_path / "t.parquet"
     df.write_parquet(path)
     aggs = (dpf.count(), dpf.sum("x", bounds=B))
-    mem = dpf.Query(df, privacy_unit="user").group_by("key", max_groups=2).agg(*aggs)
-    lazy = dpf.Query(pl.scan_parquet(path), privacy_unit="user").group_by("key", max_groups=2)
+    mem = dpf.Query(df, privacy_unit="user").group_by("key", max_groups=2, max_rows=1).agg(*aggs)
+    lazy = dpf.Query(pl.scan_parquet(path), privacy_unit="user").group_by(
+        "key", max_groups=2, max_rows=1
+    )
     g = lazy.agg(*aggs)
     plan = g.explain(epsilon=1.0, delta=1e-6).plan
     a, _ = mem._exact(plan, (1, 2, 3, 4))
@@ -255,11 +264,20 @@ def test_fixed_point_rounding_does_not_drift_over_many_rows() -> None:
     n = 20_000
     probe = dpf.Query(pl.DataFrame({"user": [0], "key": [0], "x": [0.0]}), privacy_unit="user")
     agg = dpf.sum("x", bounds=B)
-    k = probe.group_by("key", public_keys=[0]).agg(agg).explain(epsilon=1.0).plan.measures[0]
+    k = (
+        probe.group_by("key", public_keys=[0], max_groups=1, max_rows=1)
+        .agg(agg)
+        .explain(epsilon=1.0)
+        .plan.measures[0]
+    )
     step = 2.0**-k.exponent
     v = (12345 + 0.9) * step
     df = pl.DataFrame({"user": np.arange(n), "key": [0] * n, "x": [v] * n})
-    got = dpf.Query(df, privacy_unit="user").group_by("key", public_keys=[0]).agg(agg)
+    got = (
+        dpf.Query(df, privacy_unit="user")
+        .group_by("key", public_keys=[0], max_groups=1, max_rows=1)
+        .agg(agg)
+    )
     out = got.bounded_aggregates(seed=3)
     assert isinstance(out, pl.DataFrame)
     err = int(out[k.measure.name][0]) - n * (12345 + 0.9)  # in steps

@@ -40,7 +40,7 @@ def _q(df: pl.DataFrame, unit: str = "user") -> dpf.Query:
 
 
 def _by(q: dpf.Query, key: str = "key") -> dpf.GroupBy:
-    return q.group_by(key, public_keys=["a"])
+    return q.group_by(key, public_keys=["a"], max_groups=1, max_rows=1)
 
 
 _NULL_UNIT = pl.when(pl.col("x") > 5).then(None).otherwise(pl.col("user")).alias("user")
@@ -108,7 +108,11 @@ def test_bad_aggregation_parameters(make: Any) -> None:
 )
 def test_bad_privacy_parameters(kw: dict[str, Any], err: type[Exception]) -> None:
     acct = _acct()
-    q = dpf.Query(_df(), privacy_unit="user").group_by("key", public_keys=["a"]).agg(dpf.count())
+    q = (
+        dpf.Query(_df(), privacy_unit="user")
+        .group_by("key", public_keys=["a"], max_groups=1, max_rows=1)
+        .agg(dpf.count())
+    )
     with pytest.raises(err):
         q.release(accountant=acct, rng=0, **kw)
     assert not acct.ledger
@@ -118,13 +122,13 @@ def test_bounds_parameters_and_private_keys_need_delta() -> None:
     q = dpf.Query(_df(), privacy_unit="user")
     for kw in ({"max_rows": 0}, {"max_groups": -1}, {"max_rows_per_unit": 0}, {"max_rows": 1.5}):
         with pytest.raises(PrivacyParameterError):
-            q.group_by("key", **kw).agg(dpf.count())  # type: ignore[arg-type]
+            q.group_by("key", **{"max_groups": 1, "max_rows": 1, **kw}).agg(dpf.count())  # type: ignore[arg-type]
     with pytest.raises(PrivacyParameterError, match="delta"):
-        q.group_by("key").agg(dpf.count()).release(epsilon=1.0, rng=0)
+        q.group_by("key", max_groups=1, max_rows=1).agg(dpf.count()).release(epsilon=1.0, rng=0)
     with pytest.raises(DataError):
-        q.group_by("key", public_keys=["a", "a"]).agg(dpf.count())
+        q.group_by("key", public_keys=["a", "a"], max_groups=1, max_rows=1).agg(dpf.count())
     with pytest.raises(DataError):
-        q.group_by("key", public_keys=["a"]).agg(dpf.count(), dpf.count())
+        q.group_by("key", public_keys=["a"], max_groups=1, max_rows=1).agg(dpf.count(), dpf.count())
     with pytest.raises(DataError):
         q.join(pl.DataFrame({"key": ["a"]}), on="key", how="full")
     with pytest.raises(DataError):
@@ -135,13 +139,19 @@ def test_empty_table_is_answered_with_noise() -> None:
     empty = _df().clear()
     acct = _acct()
     q = dpf.Query(empty, privacy_unit="user")
-    pub = q.group_by("key", public_keys=["a", "b"]).agg(dpf.count(), dpf.mean("x", bounds=(0, 10)))
+    pub = q.group_by("key", public_keys=["a", "b"], max_groups=1, max_rows=1).agg(
+        dpf.count(), dpf.mean("x", bounds=(0, 10))
+    )
     r = pub.release(epsilon=1.0, accountant=acct, rng=0)
     assert r.frame.height == 2 and _spent(acct) > 0
     assert r.frame["mean_x"].is_between(0, 10).all()
-    priv = q.group_by("key").agg(dpf.count()).release(epsilon=1.0, delta=1e-6, rng=0)
+    priv = (
+        q.group_by("key", max_groups=1, max_rows=1)
+        .agg(dpf.count())
+        .release(epsilon=1.0, delta=1e-6, rng=0)
+    )
     assert priv.frame.height == 0
-    whole = q.agg(dpf.count()).release(epsilon=1.0, rng=3)
+    whole = q.agg(dpf.count(), max_rows=1).release(epsilon=1.0, rng=3)
     assert whole.frame.height == 1
 
 
@@ -162,7 +172,7 @@ def test_explain_shows_plan_and_cost_and_charges_nothing() -> None:
 
 def _replace_l1(l_inf: int) -> int:
     q = dpf.Query(_df(), privacy_unit="user", neighbouring=Neighbouring.REPLACE)
-    g = q.group_by("key", public_keys=["a"], max_rows=l_inf).agg(dpf.count())
+    g = q.group_by("key", public_keys=["a"], max_rows=l_inf, max_groups=1).agg(dpf.count())
     return g.explain(epsilon=1.0).plan.measures[0].l1
 
 
@@ -181,11 +191,15 @@ def test_replacing_k_rows_in_a_group_is_sensitivity_2k(monkeypatch: pytest.Monke
 def _max_influence(df: pl.DataFrame, unit: int) -> float:
     """Largest change of the bounded sum of the *redefined* x when one unit is removed."""
     q = dpf.Query(df, privacy_unit="user").with_columns(x=pl.col("x") * 1000.0)
-    g = q.group_by("key", public_keys=["a"], max_rows=1).agg(dpf.sum("x", bounds=(0, 1)))
+    g = q.group_by("key", public_keys=["a"], max_rows=1, max_groups=1).agg(
+        dpf.sum("x", bounds=(0, 1))
+    )
     mn = g.explain(epsilon=1.0).plan.measures[0]
     d = dpf.Query(df.filter(pl.col("user") != unit), privacy_unit="user")
     d = d.with_columns(x=pl.col("x") * 1000.0)
-    g2 = d.group_by("key", public_keys=["a"], max_rows=1).agg(dpf.sum("x", bounds=(0, 1)))
+    g2 = d.group_by("key", public_keys=["a"], max_rows=1, max_groups=1).agg(
+        dpf.sum("x", bounds=(0, 1))
+    )
     a, b = g.bounded_aggregates(seed=1), g2.bounded_aggregates(seed=1)
     assert isinstance(a, pl.DataFrame) and isinstance(b, pl.DataFrame)
     col = mn.measure.name
@@ -217,7 +231,11 @@ def test_redefined_column_uses_the_bounds_given_at_aggregation(
 def _missing_key_noise(keys: int = 300) -> np.ndarray[Any, Any]:
     q = dpf.Query(_df(), privacy_unit="user")
     public = [f"missing{i}" for i in range(keys)]
-    r = q.group_by("key", public_keys=public).agg(dpf.count()).release(epsilon=1.0, rng=11)
+    r = (
+        q.group_by("key", public_keys=public, max_groups=1, max_rows=1)
+        .agg(dpf.count())
+        .release(epsilon=1.0, rng=11)
+    )
     return r.frame["count"].to_numpy()
 
 
@@ -258,7 +276,9 @@ def _fails_cleanly(cls: type[dpf.GroupedQuery], tmp_path: Path) -> bool:
     path = tmp_path / "t.csv"
     _df().with_columns(y=pl.lit(1)).write_csv(path)
     q = dpf.Query(pl.scan_csv(path), privacy_unit="user")
-    g = q.group_by("key", public_keys=["a"]).agg(dpf.sum("y", bounds=(0, 1)))
+    g = q.group_by("key", public_keys=["a"], max_groups=1, max_rows=1).agg(
+        dpf.sum("y", bounds=(0, 1))
+    )
     _df().with_columns(y=pl.lit("not a number")).write_csv(path)
     g.__class__ = cls
     acct = _acct()
@@ -277,12 +297,12 @@ def test_distinct_units_sensitivity_with_a_row_cap_below_the_key_cap() -> None:
     a unit with rows in three keys moves three unit counts even with one row per unit."""
     df = pl.DataFrame({"user": [9, 9, 9, 1], "key": ["a", "b", "c", "a"], "x": [1.0] * 4})
     q = dpf.Query(df, privacy_unit="user").group_by(
-        "key", public_keys=["a", "b", "c"], max_groups=3, max_rows_per_unit=1
+        "key", public_keys=["a", "b", "c"], max_groups=3, max_rows_per_unit=1, max_rows=1
     )
     g = q.agg(dpf.count_units())
     claimed = g.explain(epsilon=1.0).plan.measures[0].l1
     without = dpf.Query(df.filter(pl.col("user") != 9), privacy_unit="user").group_by(
-        "key", public_keys=["a", "b", "c"], max_groups=3, max_rows_per_unit=1
+        "key", public_keys=["a", "b", "c"], max_groups=3, max_rows_per_unit=1, max_rows=1
     )
     a = g.bounded_aggregates()
     b = without.agg(dpf.count_units()).bounded_aggregates()
@@ -296,7 +316,11 @@ def test_quantiles_with_no_selected_key_release_an_empty_table() -> None:
     """Private selection may keep no key (here: every key has one unit, kept w.p. ≤ δ). The
     quantile tree was reshaped with ``-1`` and raised on zero keys — after the charge."""
     df = pl.DataFrame({"user": [1, 2, 3], "key": ["a", "b", "c"], "x": [0.1, 0.2, 0.3]})
-    g = _q(df).group_by("key").agg(dpf.count(), dpf.quantiles("x", [0.5], bounds=(0, 1)))
+    g = (
+        _q(df)
+        .group_by("key", max_groups=1, max_rows=1)
+        .agg(dpf.count(), dpf.quantiles("x", [0.5], bounds=(0, 1)))
+    )
     acct = _acct()
     r = g.release(epsilon=1.0, delta=1e-6, accountant=acct, rng=1)
     assert r.frame.height == 0 and "q_x_0.5_lo" in r.frame.columns
@@ -319,7 +343,9 @@ def test_output_columns_that_would_overwrite_each_other_are_refused(
     name with another output was silently overwritten (the key column lost)."""
     df = _df().with_columns(count=pl.col("key"))
     with pytest.raises(DataError, match="alias="):
-        dpf.Query(df, privacy_unit="user").group_by(by, public_keys=["a"]).agg(*aggs)
+        dpf.Query(df, privacy_unit="user").group_by(
+            by, public_keys=["a"], max_groups=1, max_rows=1
+        ).agg(*aggs)
 
 
 def test_groups_too_large_for_int64_sums_are_refused_before_charging(
@@ -353,7 +379,9 @@ def test_pandas_with_mixed_types_is_a_data_error_that_does_not_echo_values(colum
     df.loc[2, column] = "secret-value"
     # an object column is text whatever it holds (refusing at conversion revealed the record:
     # see test_frame_attack_pandas_object); summing it is refused from the schema
-    q = dpf.Query(df, privacy_unit="user").group_by("key", public_keys=["a"])
+    q = dpf.Query(df, privacy_unit="user").group_by(
+        "key", public_keys=["a"], max_groups=1, max_rows=1
+    )
     with pytest.raises(DataError) as info:
         q.agg(dpf.sum("x", bounds=(0, 1)), dpf.sum("user", bounds=(0, 9))).release(epsilon=1.0)
     assert "secret-value" not in str(info.value)
@@ -363,7 +391,7 @@ def test_object_key_column_is_refused_with_a_clear_message() -> None:
     df = _df().with_columns(pl.Series("key", _df()["key"].to_list(), dtype=pl.Object))
     acct = _acct()
     with pytest.raises(DataError, match="holds Python objects"):
-        _q(df).group_by("key", max_groups=2).agg(dpf.count()).release(
+        _q(df).group_by("key", max_groups=2, max_rows=1).agg(dpf.count()).release(
             epsilon=1.0, delta=1e-6, accountant=acct, rng=0
         )
     assert _spent(acct) == 0.0 and not acct.ledger

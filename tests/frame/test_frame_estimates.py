@@ -22,7 +22,9 @@ def _data() -> pl.DataFrame:
 
 def test_intervals_cover_exact_values() -> None:
     df = _data()
-    q = dpf.Query(df, privacy_unit="user").group_by("key", public_keys=["a", "b"])
+    q = dpf.Query(df, privacy_unit="user").group_by(
+        "key", public_keys=["a", "b"], max_groups=1, max_rows=1
+    )
     g = q.agg(
         dpf.count(),
         dpf.sum("x", bounds=(0, 100)),

@@ -32,7 +32,9 @@ def test_gaussian_tail_quantile_is_finite_for_tiny_alpha(sigma: float) -> None:
 def test_a_charged_release_always_completes(alpha: float, epsilon: float) -> None:
     acct = Accountant(ApproxDP(epsilon=2.0, delta=1e-5))
     aggs = (dpf.count(), dpf.mean("x", bounds=(0, 1)), dpf.std("x", bounds=(-(2.0**60), 2.0**60)))
-    q = dpf.Query(_table(), privacy_unit="user").group_by("k", public_keys=[0, 1, 2], max_groups=1)
+    q = dpf.Query(_table(), privacy_unit="user").group_by(
+        "k", public_keys=[0, 1, 2], max_groups=1, max_rows=1
+    )
     r = q.agg(*aggs).release(
         epsilon=epsilon, delta=1e-6, accountant=acct, alpha=alpha, rng=seeded(1)
     )

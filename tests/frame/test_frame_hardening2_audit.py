@@ -48,7 +48,7 @@ def _audit(build: Any, base: pl.DataFrame, extra: pl.DataFrame, seed: int) -> fl
 
 
 def _count(q: dpf.Query) -> dpf.GroupedQuery:
-    return q.group_by("g", public_keys=["a"], max_rows=MAX_ROWS).agg(dpf.count())
+    return q.group_by("g", public_keys=["a"], max_rows=MAX_ROWS, max_groups=1).agg(dpf.count())
 
 
 # 20 users with one row each (join keys 1..20), and an extra user whose one row has key 0

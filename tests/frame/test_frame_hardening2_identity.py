@@ -30,6 +30,7 @@ def _rows(users: list[int], txn0: int = 0) -> pl.DataFrame:
 
 
 def _count(q: dpf.Query, **bounds: Any) -> int:
+    bounds = {"max_groups": 1, "max_rows": 1} | bounds
     g = q.group_by("g", public_keys=["a"], **bounds).agg(dpf.count())
     totals = g.bounded_aggregates()
     assert isinstance(totals, pl.DataFrame)
@@ -156,8 +157,8 @@ def test_the_unit_column_may_be_rewritten_but_not_the_identity() -> None:
         # read: with each row its own unit the identity is a row number (not row-wise)
         lambda q: q.filter(pl.col(hidden) < 3),
         lambda q: q.with_columns(y=pl.col(hidden) % 2),
-        lambda q: q.group_by(hidden, public_keys=[0]),
-        lambda q: q.agg(dpf.sum(hidden, bounds=(0, 9))),
+        lambda q: q.group_by(hidden, public_keys=[0], max_groups=1, max_rows=1),
+        lambda q: q.agg(dpf.sum(hidden, bounds=(0, 9)), max_rows=1),
     ):
         with pytest.raises(DataError, match="reserved"):
             step(q)

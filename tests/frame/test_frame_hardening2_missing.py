@@ -27,7 +27,7 @@ def _with(value: object) -> pl.DataFrame:
 
 def _query(df: pl.DataFrame, **kw: object) -> dpf.GroupedQuery:
     q = dpf.Query(df, privacy_unit=kw.pop("unit", "user"), **kw)  # type: ignore[arg-type]
-    return q.group_by("key", public_keys=["a", "b"], max_rows=2).agg(
+    return q.group_by("key", public_keys=["a", "b"], max_rows=2, max_groups=1).agg(
         dpf.count(), dpf.mean("x", bounds=B)
     )
 
@@ -59,7 +59,9 @@ def test_far_values_are_clamped_under_either_policy() -> None:
 
 def test_null_keys_are_not_missing() -> None:
     df = CLEAN.with_columns(pl.when(pl.col("user") == 4).then(None).otherwise("key").alias("key"))
-    q = dpf.Query(df, privacy_unit="user").group_by("key", public_keys=["a", "b", None])
+    q = dpf.Query(df, privacy_unit="user").group_by(
+        "key", public_keys=["a", "b", None], max_groups=1, max_rows=1
+    )
     q.agg(dpf.sum("x", bounds=B)).release(epsilon=1.0, rng=seeded(3))
 
 

@@ -156,7 +156,9 @@ def test_bad_partition_count_is_refused_before_charging(bad: object) -> None:
 
 def test_empty_table_in_partitions_is_answered_like_one_pass() -> None:
     empty = _table(6).clear()
-    g = dpf.Query(empty, privacy_unit="user").group_by("key", public_keys=["a", "b"])
+    g = dpf.Query(empty, privacy_unit="user").group_by(
+        "key", public_keys=["a", "b"], max_groups=1, max_rows=1
+    )
     g = g.agg(dpf.count(), dpf.quantiles("x", 0.5, bounds=B))
     one = g.bounded_aggregates(seed=1)
     assert _equal(one, g.bounded_aggregates(seed=1, partitions=4))

@@ -80,7 +80,9 @@ def _audit(g0: Any, d0: Any, d1: Any, column: str, key: object, seed: int, **kw:
 
 
 def _count_query(df: pl.DataFrame) -> dpf.GroupedQuery:
-    q = dpf.Query(df, privacy_unit="user").group_by("key", public_keys=["a"], max_rows=3)
+    q = dpf.Query(df, privacy_unit="user").group_by(
+        "key", public_keys=["a"], max_rows=3, max_groups=1
+    )
     return q.agg(dpf.count())
 
 
@@ -100,7 +102,9 @@ def test_audit_count(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _sum_query(df: pl.DataFrame) -> dpf.GroupedQuery:
-    q = dpf.Query(df, privacy_unit="user").group_by("key", public_keys=["a"], max_rows=2)
+    q = dpf.Query(df, privacy_unit="user").group_by(
+        "key", public_keys=["a"], max_rows=2, max_groups=1
+    )
     return q.agg(dpf.sum("x", bounds=(0, 100)))
 
 
@@ -115,7 +119,9 @@ def test_audit_sum(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_audit_mean_gaussian() -> None:
     def build(df: pl.DataFrame) -> dpf.GroupedQuery:
-        q = dpf.Query(df, privacy_unit="user").group_by("key", public_keys=["a"], max_rows=2)
+        q = dpf.Query(df, privacy_unit="user").group_by(
+            "key", public_keys=["a"], max_rows=2, max_groups=1
+        )
         return q.agg(dpf.mean("x", bounds=(0, 100)))
 
     kw = {"epsilon": 1.0, "delta": 1e-5}
@@ -125,7 +131,9 @@ def test_audit_mean_gaussian() -> None:
 
 def test_audit_quantile() -> None:
     def build(df: pl.DataFrame) -> dpf.GroupedQuery:
-        q = dpf.Query(df, privacy_unit="user").group_by("key", public_keys=["a"], max_rows=2)
+        q = dpf.Query(df, privacy_unit="user").group_by(
+            "key", public_keys=["a"], max_rows=2, max_groups=1
+        )
         return q.agg(dpf.quantiles("x", 0.5, bounds=(0, 16), branching=4, levels=2))
 
     base = pl.DataFrame({"user": range(6), "key": ["a"] * 6, "x": [7.5, 7.5, 7.5, 8.5, 8.5, 8.5]})
@@ -134,7 +142,11 @@ def test_audit_quantile() -> None:
 
 
 def _selection_query(df: pl.DataFrame) -> dpf.GroupedQuery:
-    return dpf.Query(df, privacy_unit="user").group_by("key").agg(dpf.count())
+    return (
+        dpf.Query(df, privacy_unit="user")
+        .group_by("key", max_groups=1, max_rows=1)
+        .agg(dpf.count())
+    )
 
 
 def test_audit_key_selection(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -37,7 +37,11 @@ def _release_counts(
 ) -> tuple[np.ndarray[Any, Any], Any]:
     """How often each key k1 … k8 is released in ``trials`` independent releases."""
     groups = kw.pop("max_groups", 1)
-    g = dpf.Query(df, privacy_unit="user").group_by("key", max_groups=groups).agg(dpf.count())
+    g = (
+        dpf.Query(df, privacy_unit="user")
+        .group_by("key", max_groups=groups, max_rows=1)
+        .agg(dpf.count())
+    )
     plan = g.explain(**kw).plan
     totals, _ = g._exact(plan, (1, 2, 3, 4))
     totals = totals.filter(pl.col("key").str.starts_with("k"))

@@ -179,7 +179,7 @@ def test_key_labels_do_not_depend_on_the_rows(sort: bool) -> None:
     for order in (1, -1):
         k = [0.0, -0.0, 0.0, -0.0, float("nan"), -float("nan")][::order]
         df = pl.DataFrame({"user": [1, 2, 3, 4, 5, 6], "key": k, "x": [1.0] * 6})
-        gq = dpf.Query(df, privacy_unit="user").group_by("key", max_groups=1)
+        gq = dpf.Query(df, privacy_unit="user").group_by("key", max_groups=1, max_rows=1)
         gq = gq.agg(dpf.count())
         plan = gq.explain(epsilon=1.0, delta=1e-6).plan
         for s in range(3):

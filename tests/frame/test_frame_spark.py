@@ -86,8 +86,8 @@ def test_one_row_per_pair_bit_identical(spark: Any) -> None:
     df = _table()
     sdf = spark.createDataFrame(df.to_arrow())
     aggs = [dpf.count(), dpf.sum("x", bounds=(0, 100)), dpf.mean("x", bounds=(0, 100))]
-    a = dpf.Query(df, privacy_unit="user").group_by("city", max_groups=3).agg(*aggs)
-    b = dpf.Query(sdf, privacy_unit="user").group_by("city", max_groups=3).agg(*aggs)
+    a = dpf.Query(df, privacy_unit="user").group_by("city", max_groups=3, max_rows=1).agg(*aggs)
+    b = dpf.Query(sdf, privacy_unit="user").group_by("city", max_groups=3, max_rows=1).agg(*aggs)
     for seed in (1, 2):
         pa, sb = a.bounded_aggregates(seed=seed), b.bounded_aggregates(seed=seed)
         assert isinstance(pa, pl.DataFrame) and isinstance(sb, pl.DataFrame)
@@ -117,20 +117,32 @@ def test_release_same_shape_and_errors(spark: Any) -> None:
     sdf = spark.createDataFrame(df.to_arrow())
     aggs = [dpf.count(), dpf.mean("x", bounds=(0, 100))]
     pub = ["a", "b", "zz"]
-    a = dpf.Query(df, privacy_unit="user").group_by("city", public_keys=pub).agg(*aggs)
-    b = dpf.Query(sdf, privacy_unit="user").group_by("city", public_keys=pub).agg(*aggs)
+    a = (
+        dpf.Query(df, privacy_unit="user")
+        .group_by("city", public_keys=pub, max_groups=1, max_rows=1)
+        .agg(*aggs)
+    )
+    b = (
+        dpf.Query(sdf, privacy_unit="user")
+        .group_by("city", public_keys=pub, max_groups=1, max_rows=1)
+        .agg(*aggs)
+    )
     ra, rb = a.release(epsilon=1.0, rng=7), b.release(epsilon=1.0, rng=7)
     # same seed, same hash key, same exact totals: the same noise, so the same release
     assert ra.frame.equals(rb.frame)
     with pytest.raises(DataError):
-        dpf.Query(sdf, privacy_unit="usr").group_by("city", public_keys=pub).agg(*aggs).release(
-            epsilon=1.0
-        )
+        dpf.Query(sdf, privacy_unit="usr").group_by(
+            "city", public_keys=pub, max_groups=1, max_rows=1
+        ).agg(*aggs).release(epsilon=1.0)
     with pytest.raises(DataError):
         dpf.Query(sdf, privacy_unit="user").filter(pl.col("x") > 0)
     nulls = df.with_columns(pl.when(pl.col("x") > 100).then(None).otherwise("user").alias("user"))
     snull = spark.createDataFrame(nulls.to_arrow())
-    g = dpf.Query(snull, privacy_unit="user").group_by("city", public_keys=pub).agg(*aggs)
+    g = (
+        dpf.Query(snull, privacy_unit="user")
+        .group_by("city", public_keys=pub, max_groups=1, max_rows=1)
+        .agg(*aggs)
+    )
     from dpkit.accounting import Accountant, PureDP
 
     acct = Accountant(PureDP(epsilon=5.0))
@@ -151,7 +163,9 @@ def test_spark_job_failures_are_data_errors_and_charge_nothing(spark: Any, tmp_p
     sdf = spark.read.parquet(path)  # the file list and schema are read now
     os.remove(path)
     acct = Accountant(PureDP(epsilon=5.0))
-    q = dpf.Query(sdf, privacy_unit="user").group_by("city", public_keys=["a", "b"])
+    q = dpf.Query(sdf, privacy_unit="user").group_by(
+        "city", public_keys=["a", "b"], max_groups=1, max_rows=1
+    )
     with pytest.raises(DataError, match="Spark job") as err:
         q.agg(dpf.count()).release(epsilon=1.0, accountant=acct)
     assert "t.parquet" not in str(err.value) and err.value.__cause__ is None
@@ -163,7 +177,7 @@ def test_spark_job_failures_are_data_errors_and_charge_nothing(spark: Any, tmp_p
             f.col("x") > 109, f.raise_error(f.concat(f.lit(secret), f.col("x").cast("string")))
         ).otherwise(f.col("x")),
     )
-    g = dpf.Query(failing, privacy_unit="user").group_by("city", max_groups=1)
+    g = dpf.Query(failing, privacy_unit="user").group_by("city", max_groups=1, max_rows=1)
     with pytest.raises(DataError, match="Spark job") as err2:
         g.agg(dpf.sum("x", bounds=(0, 100))).release(epsilon=1.0, delta=1e-6, accountant=acct)
     assert secret not in str(err2.value) and "109." not in str(err2.value)
@@ -182,13 +196,17 @@ def test_missing_policy_is_the_same_on_spark(spark: Any) -> None:
     aggs = [dpf.count(), dpf.mean("x", bounds=(0, 100))]
     pub = ["a", "b", "c", "d", "e"]
     acct = Accountant(PureDP(epsilon=5.0))
-    g = dpf.Query(sdf, privacy_unit="user").group_by("city", public_keys=pub).agg(*aggs)
+    g = (
+        dpf.Query(sdf, privacy_unit="user")
+        .group_by("city", public_keys=pub, max_groups=1, max_rows=1)
+        .agg(*aggs)
+    )
     with pytest.raises(DataError, match="missing value"):
         g.release(epsilon=1.0, accountant=acct)
     assert not acct.ledger
     a, b = (
         dpf.Query(d, privacy_unit="user", missing="drop")
-        .group_by("city", public_keys=pub)
+        .group_by("city", public_keys=pub, max_groups=1, max_rows=1)
         .agg(*aggs)
         .bounded_aggregates(seed=4)
         for d in (df, sdf)

@@ -23,6 +23,7 @@ import dpkit.mechanisms as dpm
 import dpkit.ml as dpml
 import dpkit.release as dpr
 import dpkit.stats as st
+from dpkit.accounting import PureDP
 from dpkit.random import seeded
 
 BASE: Any = object()
@@ -201,7 +202,7 @@ def _frame(v: Any, key: str = "a", column: str = "x") -> pl.DataFrame:
 def _query(agg: Callable[[], Any], name: str, missing: str = "raise") -> Case:
     def run(df: Any, acct: Any) -> object:
         q = dpf.Query(df, privacy_unit="user", missing=missing)  # type: ignore[arg-type]
-        q = q.group_by("key", public_keys=["a", "b"])
+        q = q.group_by("key", public_keys=["a", "b"], max_groups=1, max_rows=1)
         return q.agg(agg()).release(epsilon=1.0, accountant=acct, rng=_rng())
 
     kinds: dict[str, Any] = {**{k: v for k, v in NUMERIC.items() if k != "none"}, "none": None}
@@ -230,6 +231,27 @@ FRAMES = [
 # Query of any aggregation is the entry point "Query" too.
 FRAME_DROP = _query(lambda: dpf.mean("x", bounds=B), "Query", missing="drop")
 FRAME_QUERY = Case("dpkit.frame.Query", FRAMES[3].run, _frame_make, FRAMES[3].kinds)
+
+
+def _parts(df: Any, acct: Any) -> object:
+    """A mean over each part of a parallel composition (the unseen key is in no part).
+
+    missing="drop": the parts' budget is paid when the parts are made, before a part's release
+    would refuse a missing value (that refusal, before the part's own charge, is covered by the
+    frame cases above)."""
+    q = dpf.Query(df, privacy_unit="user", missing="drop").partition_by("key", keys=["a", "b"])
+    for part in acct.parallel(q, budget=PureDP(epsilon=1.0)).values():
+        part.agg(dpf.mean("x", bounds=B), max_rows=1).release(epsilon=1.0, rng=_rng())
+    return None
+
+
+def _suggest(df: Any, acct: Any) -> object:
+    q = dpf.Query(df, privacy_unit="user")
+    return q.suggest_bounds("key", epsilon=1.0, upper=10, accountant=acct, rng=_rng())
+
+
+FRAME_PARTS = Case("dpkit.frame.Partitions", _parts, _frame_make, FRAMES[3].kinds)
+FRAME_SUGGEST = Case("dpkit.frame.SuggestedBounds", _suggest, _frame_make, FRAMES[3].kinds)
 
 # -- dpkit.release -------------------------------------------------------------------------------
 
@@ -443,6 +465,8 @@ CASES: list[Case] = [
     *FRAMES,
     FRAME_QUERY,
     FRAME_DROP,
+    FRAME_PARTS,
+    FRAME_SUGGEST,
     *RELEASE_DENSITIES,
     SYNTH,
     DISCOVER,

@@ -112,9 +112,10 @@ def test_report_numbers_match_direct_computations(tmp_path: Path) -> None:
 def test_any_number_of_rows_and_every_output_format() -> None:
     model = Synthesizer(DOM, epsilon=1.0, delta=1e-6).fit(FAIR, rng=0)
     assert abs(len(model.sample(rng=0)) - len(FAIR)) < 200  # n̂: noisy n, σ_n ≈ 12
-    big = model.sample(50_000, rng=1)
+    assert type(model.sample(5, rng=1)).__name__ == "DataFrame"  # pandas in, pandas out
+    big = model.sample(50_000, rng=1, output="numpy")
     assert big.shape == (50_000,) and big.dtype.names == DOM.names
-    assert model.sample(0, rng=1).shape == (0,)
+    assert model.sample(0, rng=1, output="numpy").shape == (0,)
     df = model.sample(10, rng=2, output="pandas")
     assert list(df.columns) == list(DOM.names)
     assert set(df["rate_marriage"]) <= {1, 2, 3, 4, 5}

@@ -92,7 +92,8 @@ def _post(server: Any, key: str, body: dict[str, Any]) -> Any:
 def test_answers_per_user_within_their_bars(client: Curator, truth: Any) -> None:
     before = _spent(client)
     t = client.group_by("visits", "region", dpf.count(), dpf.count_units(),
-                        dpf.mean("spend", bounds=(0, 100)), epsilon=3.0, max_rows=3)  # fmt: skip
+                        dpf.mean("spend", bounds=(0, 100)), epsilon=3.0, max_rows=3,
+                        max_groups=1)  # fmt: skip
     assert isinstance(t, RemoteTable) and t.epsilon == 3.0 and t.statistic == "group_by"
     assert _spent(client) == pytest.approx(before + 3.0)
     frame = t.frame
@@ -118,11 +119,23 @@ def test_answers_per_user_within_their_bars(client: Curator, truth: Any) -> None
     assert sum(r["units"] for r in t.rows) < 0.5 * truth["rows"]
 
 
+def test_a_persons_total_per_group_is_clamped(client: Curator, truth: Any) -> None:
+    total = {"stat": "sum", "column": "spend", "unit_total": [0, 50]}
+    t = client.group_by("visits", "region", total, epsilon=2.0, max_rows=3, max_groups=1)
+    users = truth["users"]
+    for code, row in enumerate(t.rows[: len(REGIONS)]):
+        mine = users.filter(pl.col("region") == code)
+        # each user's kept rows (at most 3) of spend, totalled and clamped to 50
+        exact = float((mine["rows"].clip(upper_bound=3) * mine["spend"]).clip(0, 50).sum())
+        # 3 widths of the 95% interval (as above): a miss has probability about e^-18
+        assert abs(row["sum_spend"] - exact) <= 3 * (row["sum_spend_hi"] - row["sum_spend_lo"])
+
+
 def test_two_keys_explicit_keys_and_json_aggregations(client: Curator, truth: Any) -> None:
     t = client.group_by(
         "visits", ["region", "kids"], {"stat": "sum", "column": "spend"},
         {"stat": "quantiles", "column": "spend", "q": [0.5]},
-        keys=[["north", 0], ["north", 1], ["(other)", 2]], epsilon=2.0,
+        keys=[["north", 0], ["north", 1], ["(other)", 2]], epsilon=2.0, max_rows=1, max_groups=1,
     )  # fmt: skip
     assert [(r["region"], r["kids"]) for r in t.rows] == [("north", 0), ("north", 1),
                                                           ("(other)", 2)]  # fmt: skip
@@ -132,7 +145,9 @@ def test_two_keys_explicit_keys_and_json_aggregations(client: Curator, truth: An
 
 
 def test_private_key_selection_releases_only_keys_of_the_domain(client: Curator) -> None:
-    t = client.group_by("visits", "region", epsilon=2.0, delta=1e-6, keys="private")
+    t = client.group_by(
+        "visits", "region", epsilon=2.0, delta=1e-6, keys="private", max_rows=1, max_groups=1
+    )
     assert t.delta == pytest.approx(1e-6)
     # Each of the four home regions has 150 users; with ε = 1 for selection and δ = 1e-6 the
     # truncated geometric threshold is about 15, so all four are kept except with
@@ -143,7 +158,14 @@ def test_private_key_selection_releases_only_keys_of_the_domain(client: Curator)
 
 def test_dry_run_prices_without_charging(client: Curator) -> None:
     before = _spent(client)
-    body = {"by": ["region"], "max_groups": 2, "keys": "private", "epsilon": 1.5, "delta": 1e-6}
+    body = {
+        "by": ["region"],
+        "max_groups": 2,
+        "max_rows": 1,
+        "keys": "private",
+        "epsilon": 1.5,
+        "delta": 1e-6,
+    }
     price = client.query("visits", "group_by", dry_run=True, **body)
     assert price["epsilon"] == pytest.approx(1.5) and price["delta"] == pytest.approx(1e-6)
     cells = price["accuracy"]["half_width"]  # each column's noise half-width, before release
@@ -155,8 +177,9 @@ def test_dry_run_prices_without_charging(client: Curator) -> None:
 
 def test_idempotent_retry_and_other_analysts(server: Any, client: Curator) -> None:
     before = _spent(client)
-    a = client.group_by("visits", "region", epsilon=0.5, idempotency_key="gb-1")
-    b = client.group_by("visits", "region", epsilon=0.5, idempotency_key="gb-1")
+    bounds = {"max_rows": 1, "max_groups": 1}
+    a = client.group_by("visits", "region", epsilon=0.5, idempotency_key="gb-1", **bounds)
+    b = client.group_by("visits", "region", epsilon=0.5, idempotency_key="gb-1", **bounds)
     assert a.id == b.id and a.rows == b.rows and b.raw["replayed"]
     assert _spent(client) == pytest.approx(before + 0.5)
     again = client.result(a.id or "")
@@ -176,7 +199,10 @@ BAD: list[tuple[dict[str, Any], str]] = [
     ({"by": ["region"], "max_groups": "2"}, "max_groups"),
     ({"by": ["region"], "max_groups": 2.5}, "max_groups"),
     ({"by": ["region"], "max_rows": 10**6}, "max_rows"),
-    ({"by": ["region"], "max_rows_per_unit": -1}, "max_rows_per_unit"),
+    (
+        {"by": ["region"], "max_rows": 1, "max_groups": 1, "max_rows_per_unit": -1},
+        "max_rows_per_unit",
+    ),
     ({"by": ["region"], "aggregations": [{"stat": "median"}]}, "stat in"),
     ({"by": ["region"], "aggregations": [{"stat": "mean", "column": "region"}]}, "numeric"),
     (
@@ -192,7 +218,19 @@ BAD: list[tuple[dict[str, Any], str]] = [
     ({"by": ["region"], "epsilon": -1}, "epsilon"),
     ({"by": ["region"], "delta": 1.0}, "delta"),
     ({"by": ["region"], "alpha": 2}, "alpha"),
-    ({"by": ["region"], "epsilom": 1}, "unknown parameter"),
+    ({"by": ["region"], "epsilom": 1}, "unknown parameter 'epsilom' (did you mean 'epsilon'?)."),
+    (
+        {
+            "by": ["region"],
+            "max_rows": 2,
+            "max_groups": 1,
+            "aggregations": [{"stat": "sum", "column": "spend", "unit_total": [5, 10]}],
+        },
+        "contain 0",
+    ),
+    ({"by": ["region"], "max_groups": 1}, "choose max_rows:"),
+    ({"by": ["region"], "max_rows": 1}, "choose max_groups:"),
+    ({"by": ["region"]}, "choose max_rows and max_groups:"),
 ]
 
 

@@ -69,7 +69,7 @@ def test_group_by_error_bars_at_a_tiny_alpha_never_fail_after_the_charge(
     cur, aid, who = _service(tmp_path, COLUMNS, ROWS, "user")
     agg = {"stat": stat, "column": "x"}
     body = {"dataset": "t", "query": "group_by", "by": ["city"], "epsilon": 1.0, "delta": 1e-6,
-            "alpha": 1e-300, "aggregations": [agg]}  # fmt: skip
+            "alpha": 1e-300, "aggregations": [agg], "max_rows": 1, "max_groups": 1}  # fmt: skip
     priced = cur.query(who, {**body, "dry_run": True})  # priced, not answered, not charged
     assert "value" not in priced and cur.ledger.charges(aid) == []
     assert _outcome(cur, who, body) == "released"

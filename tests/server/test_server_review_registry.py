@@ -72,7 +72,10 @@ VISIT_ROWS = "".join(f"u{i % 20},{'ab'[i % 2]},{i % 10}\n" for i in range(60))
             },
             1e-4,
         ),
-        ({"aggregations": [{"stat": "sum", "column": "x"}]}, 1e-9),
+        (
+            {"max_rows": 1, "max_groups": 1, "aggregations": [{"stat": "sum", "column": "x"}]},
+            1e-9,
+        ),
     ],
 )
 def test_group_by_noise_too_wide_to_sample_is_refused_before_the_charge(

@@ -47,6 +47,7 @@ from dpkit.accounting._guarantees import (
     zcdp_delta,
     zcdp_epsilon,
 )
+from dpkit.accounting._parallel import DisjointParts
 
 __all__ = [
     "ZCDP",
@@ -57,6 +58,7 @@ __all__ = [
     "Composition",
     "DiscreteGaussianEvent",
     "DiscreteLaplaceEvent",
+    "DisjointParts",
     "Event",
     "ExponentialEvent",
     "GaussianEvent",

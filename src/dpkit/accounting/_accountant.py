@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Hashable
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 from dpkit._checks import check_delta
+from dpkit.accounting._accountant_text import accountant_html, budget_hint, exhausted_text
 from dpkit.accounting._budget import within
 from dpkit.accounting._compose import epsilon_of
 from dpkit.accounting._costs import (
@@ -19,7 +22,16 @@ from dpkit.accounting._costs import (
     rho_for,
 )
 from dpkit.accounting._events import ApproxDPEvent, Event
-from dpkit.accounting._guarantees import ZCDP, ApproxDP, Guarantee, PureDP, _unchecked, zcdp_epsilon
+from dpkit.accounting._guarantees import (
+    ZCDP,
+    ApproxDP,
+    Guarantee,
+    PureDP,
+    _unchecked,
+    shown,
+    zcdp_epsilon,
+)
+from dpkit.accounting._parallel import DisjointParts, parallel
 from dpkit.errors import BudgetExceededError, PrivacyParameterError
 
 __all__ = ["Accountant", "LedgerEntry"]
@@ -29,7 +41,13 @@ __all__ = ["Accountant", "LedgerEntry"]
 class LedgerEntry:
     """One recorded charge: the event, its label and what it cost in each currency.
 
-    ``epsilon`` is spent by basic composition, ``delta`` is added δ, ``rho`` is zCDP ρ.
+    ``epsilon`` is spent by basic composition, ``delta`` is added δ, ``rho`` is zCDP ρ. The repr
+    shows the costs rounded up to short decimals (the fields keep the exact floats) and names
+    the event's kind; the event itself, in the units of its noise, is in ``.event``.
+
+    >>> from dpkit.accounting import LaplaceEvent
+    >>> LedgerEntry(LaplaceEvent(scale=2.0), "a sum", 0.49999999999954525, 0.0, 0.0)
+    LedgerEntry(label='a sum', epsilon=0.5, event=LaplaceEvent)
     """
 
     event: Event | None
@@ -37,6 +55,17 @@ class LedgerEntry:
     epsilon: float
     delta: float
     rho: float
+
+    def __repr__(self) -> str:
+        parts = [f"label={self.label!r}"]
+        for name in ("epsilon", "delta", "rho"):
+            value = getattr(self, name)
+            if value:
+                parts.append(f"{name}={shown(value, 'up')}")
+        if len(parts) == 1:
+            parts.append("epsilon=0.0")
+        parts.append(f"event={type(self.event).__name__ if self.event is not None else None}")
+        return f"LedgerEntry({', '.join(parts)})"
 
 
 @dataclass(frozen=True)
@@ -125,13 +154,15 @@ class Accountant:
     """
 
     def __init__(
-        self, budget: Guarantee, *, method: str = "auto", event_delta: float | None = None
+        self,
+        budget: Guarantee | None = None,
+        *,
+        method: str = "auto",
+        event_delta: float | None = None,
+        **unexpected: object,
     ) -> None:
-        if not isinstance(budget, PureDP | ApproxDP | ZCDP):
-            raise PrivacyParameterError(
-                "budget must be PureDP(epsilon=...), ApproxDP(epsilon=..., delta=...) or "
-                f"ZCDP(rho=...), got {budget!r}."
-            )
+        if unexpected or not isinstance(budget, PureDP | ApproxDP | ZCDP):
+            raise PrivacyParameterError(budget_hint(budget, unexpected))
         allowed = _METHODS.get(type(budget)) or next(
             m
             for kind, m in _METHODS.items()
@@ -286,7 +317,8 @@ class Accountant:
             return self._if_fits(event, _State(s.eps + pure, s.delta, s.rho), pure, 0.0, 0)
         if isinstance(self._budget, PureDP):
             raise PrivacyParameterError(
-                f"{event!r} is not pure ε-DP, so a PureDP budget cannot pay for it; use an "
+                f"a {type(event).__name__} is not pure ε-DP, so a PureDP budget cannot pay for "
+                "it; use an "
                 "ApproxDP or ZCDP budget, or a pure-DP mechanism."
             )
         if isinstance(event, ApproxDPEvent):
@@ -355,12 +387,10 @@ class Accountant:
         with self._lock:
             plan = self._plan(event, hint)
             if plan is None:
-                spent = self._spent_of(self._state)
                 what = f"{label!r} ({self._cost_text(event)})" if label else self._cost_text(event)
                 raise BudgetExceededError(
-                    f"charging {what} would exceed the budget {self._budget!r}: already spent "
-                    f"epsilon={spent[0]:.6g}, delta={spent[1]:.3g}, rho={spent[2]:.6g}. Nothing "
-                    "was charged or released; ask for a smaller epsilon, or use a new budget.",
+                    f"charging {what} would exceed the budget {self._budget!r}: "
+                    f"{self._exhausted_text(event)} Nothing was charged or released.",
                     requested=event,
                     remaining=self._remaining_unlocked(),
                 )
@@ -379,6 +409,21 @@ class Accountant:
         except InfiniteCost:
             return f"{name}, infinite cost"
         return f"{name}, epsilon={float(pure):.6g}" if pure is not None else name
+
+    def _exhausted_text(self, event: Event) -> str:
+        """Which resource the refused ``event`` would overspend, and the fix (under the lock)."""
+        try:
+            pure = self._pure_cost(event) is not None
+        except (PrivacyParameterError, InfiniteCost):
+            pure = False
+        return exhausted_text(
+            self._budget,
+            self._rho_max if self._method == "zcdp" else None,
+            self._spent_of(self._state),
+            self._remaining_unlocked(),
+            event,
+            pure,
+        )
 
     def _remaining_unlocked(self) -> tuple[float, float, float]:
         eps, delta, rho = self._spent_of(self._state)
@@ -431,5 +476,36 @@ class Accountant:
             self._ledger.append(LedgerEntry(None, label, eps_r, delta_r, 0.0))
             return children
 
+    def parallel(
+        self, parts: DisjointParts, *, budget: Guarantee, label: str | None = None
+    ) -> dict[Hashable, Any]:
+        """Give each of several disjoint parts of the units ``budget``, paying it once.
+
+        Parallel composition (McSherry 2009): when every unit's data lie in one part only,
+        releases over the parts that each keep ``budget`` keep ``budget`` together, so this
+        accountant is charged ``budget`` once (as a :class:`~dpkit.accounting.PureDPEvent`,
+        :class:`~dpkit.accounting.ApproxDPEvent` or :class:`~dpkit.accounting.ZCDPEvent`),
+        not once per part. ``parts`` must be disjoint by construction, a
+        :class:`~dpkit.accounting.DisjointParts` such as
+        :meth:`dpkit.frame.Query.partition_by`'s result, never by promise; each part gets a
+        new accountant of ``budget`` that only that part's releases can reach.
+
+        Returns
+        -------
+        dict
+            Each part's key to the part, bound to its accountant (for
+            :meth:`~dpkit.frame.Query.partition_by`: a :class:`~dpkit.frame.Query`).
+
+        Raises
+        ------
+        BudgetExceededError
+            ``budget`` does not fit what is left; nothing was charged.
+        """
+        return parallel(self, parts, budget, label)
+
     def __repr__(self) -> str:
         return f"Accountant({self._budget!r}, method={self._method!r}, spent={self.spent!r})"
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: the budget, what was spent and what is left, then the ledger."""
+        return accountant_html(self)

@@ -68,8 +68,10 @@ def _unchecked(cls: type[_G], *, shown: str | None = None, **values: float) -> _
     return obj
 
 
-_SHOWN_TOLERANCE = 1e-9
-"""Relative distance a displayed value may be from the exact one, on the safe side."""
+_SHOWN_TOLERANCE = 1e-6
+"""Relative distance a displayed value may be from the exact one, on the safe side: more than
+the margins the releases keep (a frame query pays ε·(1 − 10⁻⁹) and a little less), so that a
+spend of 0.499999997 reads 0.5; a reader comparing amounts needs no more than six digits."""
 
 _SHOWN_SLACK = float(RESOLUTION)
 """Relative distance it may be on the unsafe side: the resolution of the budget arithmetic
@@ -77,7 +79,7 @@ _SHOWN_SLACK = float(RESOLUTION)
 
 
 def shown(value: float, direction: str) -> str:
-    """The shortest decimal within a relative 1e-9 of ``value`` that does not pass it in the
+    """The shortest decimal within a relative 1e-6 of ``value`` that does not pass it in the
     unsafe direction (``"up"``: not below it; ``"down"``: not above it), as a float repr.
 
     The accounting keeps safe-side margins of ~1e-12 (a spend may read 0.7499999999993179);
@@ -89,7 +91,9 @@ def shown(value: float, direction: str) -> str:
     >>> shown(0.7499, "up"), shown(0.7499, "down"), shown(0.30000000000000004, "up")
     ('0.7499', '0.7499', '0.3')
     >>> shown(0.74990000001, "up")   # 0.7499 would be below it by more than the slack
-    '0.7499000001'
+    '0.7499001'
+    >>> shown(0.499999997, "up"), shown(0.123456789, "down")
+    ('0.5', '0.1234567')
     """
     if not math.isfinite(value) or value == 0.0:
         return repr(value)

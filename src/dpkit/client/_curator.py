@@ -235,8 +235,8 @@ class Curator:
         epsilon: float,
         delta: float = 0.0,
         keys: list[Any] | str | None = None,
-        max_rows: int = 1,
-        max_groups: int = 1,
+        max_rows: int | None = None,
+        max_groups: int | None = None,
         max_rows_per_unit: int | None = None,
         **kw: Any,
     ) -> Any:
@@ -247,13 +247,15 @@ class Curator:
         from the schema); default: a count. ``keys``: ``None`` releases every key of the key
         columns' public domains, a list releases those, ``"private"`` selects keys privately
         (δ > 0). ``max_rows`` (L∞), ``max_groups`` (L0) and ``max_rows_per_unit`` (L1) bound
-        each person's contribution. Returns a :class:`RemoteTable` (``.frame``: Polars).
+        each person's contribution: the first two are required where the dataset has a privacy
+        unit (the service does not choose them). Returns a :class:`RemoteTable` (``.frame``:
+        Polars).
         """
-        params: dict[str, Any] = {
-            "by": [by] if isinstance(by, str) else list(by),
-            "max_rows": max_rows,
-            "max_groups": max_groups,
-        }
+        params: dict[str, Any] = {"by": [by] if isinstance(by, str) else list(by)}
+        if max_rows is not None:
+            params["max_rows"] = max_rows
+        if max_groups is not None:
+            params["max_groups"] = max_groups
         if aggregations:
             params["aggregations"] = [_aggregation(a) for a in aggregations]
         if keys is not None:

@@ -14,7 +14,7 @@ Examples
 >>> import polars as pl, dpkit.frame as dpf
 >>> df = pl.DataFrame({"user": [1, 1, 2], "day": ["mon", "tue", "mon"], "x": [1.0, 2.0, 3.0]})
 >>> q = dpf.Query(df, privacy_unit="user").group_by("day", public_keys=["mon", "tue"],
-...                                                  max_groups=2)
+...                                                  max_groups=2, max_rows=1)
 >>> print(q.agg(dpf.count()).explain(epsilon=1.0).plan.measures[0].l1)
 2
 """
@@ -34,8 +34,10 @@ from dpkit.frame._aggs import (
 )
 from dpkit.frame._explain import Explanation, FrameRelease
 from dpkit.frame._grouped import GroupBy, GroupedQuery
+from dpkit.frame._parts import Partitions
 from dpkit.frame._query import Query
 from dpkit.frame._selection import truncated_geometric_probabilities
+from dpkit.frame._suggest import SuggestedBounds
 
 __all__ = [
     "Aggregation",
@@ -43,7 +45,9 @@ __all__ = [
     "FrameRelease",
     "GroupBy",
     "GroupedQuery",
+    "Partitions",
     "Query",
+    "SuggestedBounds",
     "count",
     "count_units",
     "histogram",

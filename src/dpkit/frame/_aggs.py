@@ -52,6 +52,7 @@ class Measure:
     edges: tuple[float, ...] = ()
     branching: int = 0
     levels: int = 1
+    unit_total: tuple[float, float] | None = None  # each unit's sum per group clamped to it
 
     @property
     def name(self) -> str:
@@ -67,7 +68,8 @@ class Measure:
         if self.kind in ("rows", "units"):
             return self.kind
         if self.kind == "value":
-            return f"{self.transform} sum of {self.column} in {self.bounds}"
+            each = "" if self.unit_total is None else f", each unit's total in {self.unit_total}"
+            return f"{self.transform} sum of {self.column} in {self.bounds}{each}"
         if self.edges:
             return f"histogram of {self.column}, edges {list(self.edges)}"
         return f"quantile tree of {self.column} in {self.bounds}, {self.branching}^{self.levels}"
@@ -102,6 +104,7 @@ class Aggregation:
     qs: tuple[float, ...] = ()
     branching: int = 16
     levels: int = 2
+    unit_total: tuple[float, float] | None = None
 
     def measures(self) -> tuple[Measure, ...]:
         rows = Measure("rows")
@@ -110,7 +113,9 @@ class Aggregation:
         if self.stat == "count_units":
             return (Measure("units"),)
         if self.stat == "sum":
-            return (Measure("value", self.column, self.bounds, "plain"),)
+            return (
+                Measure("value", self.column, self.bounds, "plain", unit_total=self.unit_total),
+            )
         centred = Measure("value", self.column, self.bounds, "centred")
         if self.stat == "mean":
             return (centred, rows)
@@ -194,13 +199,37 @@ def _bounded(kind: str, column: str, bounds: tuple[float, float], alias: str | N
     return Aggregation(kind, c, _bounds(bounds, f"{kind}({c!r})"), _alias(alias, f"{kind}_{c}"))
 
 
-def sum(column: str, *, bounds: tuple[float, float], alias: str | None = None) -> Aggregation:
+def sum(
+    column: str,
+    *,
+    bounds: tuple[float, float],
+    unit_total: tuple[float, float] | None = None,
+    alias: str | None = None,
+) -> Aggregation:
     """Sum of a column clamped to ``bounds`` per group.
+
+    With ``unit_total=(lower, upper)`` each unit's total in a group (the sum of its kept rows,
+    each clamped to ``bounds``) is clamped to ``unit_total`` as well, as PipelineDP's
+    ``min_sum_per_partition``/``max_sum_per_partition`` do: a unit then moves a group's sum by
+    at most ``max(|lower|, |upper|)`` instead of ``max_rows`` times the row bound, so the noise
+    is smaller when units have many small rows. The sensitivity is the smaller of the two.
+    ``unit_total`` must contain 0 (a unit absent from a group adds 0 to it). Polars engine only.
 
     >>> sum("amount", bounds=(0, 100)).alias
     'sum_amount'
+    >>> sum("amount", bounds=(0, 100), unit_total=(0, 250)).unit_total
+    (0.0, 250.0)
     """
-    return _bounded("sum", column, bounds, alias)
+    agg = _bounded("sum", column, bounds, alias)
+    if unit_total is None:
+        return agg
+    total = _bounds(unit_total, f"the unit total of sum({agg.column!r})")
+    if not total[0] <= 0.0 <= total[1]:
+        raise DataError(
+            "unit_total must contain 0 (lower <= 0 <= upper): a unit with no rows in a group "
+            "adds 0 to it."
+        )
+    return Aggregation("sum", agg.column, agg.bounds, agg.alias, unit_total=total)
 
 
 def mean(column: str, *, bounds: tuple[float, float], alias: str | None = None) -> Aggregation:

@@ -87,6 +87,11 @@ class MeasureNoise:
         return math.ldexp(1.0, -self.exponent)
 
     @property
+    def pair_clip(self) -> tuple[int, int] | None:
+        """Integer bounds of a unit's total in a group (``unit_total`` at this exponent)."""
+        return pair_clip(self.measure, self.exponent)
+
+    @property
     def real_scale(self) -> float:
         """The noise scale in the measure's real units (b or σ)."""
         return float(self.scale) * self.unit
@@ -135,6 +140,31 @@ def _exponent(measure: Measure, real_scale_per_unit_a: float) -> int:
     cap = _ROW_BITS - math.frexp(measure.max_abs)[1]
     want = _WIDTH_BITS - math.frexp(real_scale_per_unit_a * measure.max_abs)[1]
     return min(cap, want)
+
+
+def pair_clip(measure: Measure, k: int) -> tuple[int, int] | None:
+    """``unit_total`` in integer units at exponent ``k``, rounded inwards (so that a clamped
+    total is within ``max(|lower|, |upper|)`` of 0 in real units)."""
+    if measure.unit_total is None:
+        return None
+    lo, hi = measure.unit_total
+    a, b = math.ceil(math.ldexp(lo, k)), math.floor(math.ldexp(hi, k))
+    return (a, b) if a <= b else (a, a)  # (a window narrower than one unit: its ceiling)
+
+
+def _caps(
+    m: Measure, bounding: Bounding, k: int, a: int, caps: tuple[int, int, int]
+) -> tuple[int, int]:
+    """``(c, T)`` in integer units: a unit's largest change to one coordinate and to all.
+
+    A ``unit_total`` bounds a unit's change to each group's sum by its larger end, whatever
+    its rows; the smaller of that and the rows' bound holds."""
+    c, total, _ = caps
+    clip = pair_clip(m, k)
+    if clip is None:
+        return c * a, total * a
+    per_group = min(c * a, max(abs(clip[0]), abs(clip[1])))
+    return per_group, min(total * a, bounding.max_groups * per_group)
 
 
 def _row_max(measure: Measure, k: int) -> int:
@@ -204,27 +234,41 @@ def noise_plan(
             "floating point); use a larger epsilon."
         )
     for m in measures:
-        c, total, coords = bounding.caps(m)
+        caps = bounding.caps(m)
+        c, total, coords = caps
         coords *= factor
+        if m.unit_total is not None:  # the exponent from the smaller of the two caps
+            ends = max(abs(v) for v in m.unit_total) / m.max_abs
+            total = min(total, bounding.max_groups * ends)  # type: ignore[assignment]
         if noise == "laplace":
             eps_j = eps_m * share
             k = _exponent(m, factor * total / eps_j)
             a = _row_max(m, k)
             _check_row_max(m, a, epsilon)
-            l1 = factor * total * a
+            c_int, t_int = _caps(m, bounding, k, a, caps)
+            if t_int < 1:
+                _check_row_max(m, 0, epsilon)
+            l1 = factor * t_int
             scale = Fraction(l1) / Fraction(eps_j)
             _check_laplace(scale, m, epsilon)
             spent = float(Fraction(l1) / scale)
             out.append(MeasureNoise(m, k, a, l1, float(l1), coords, "laplace", scale, spent, 0.0))
         else:
             rho_j = rho_total * share
-            l2_unit = factor * math.sqrt(total * c)
+            l2_unit = factor * math.sqrt(total * min(c, total))  # (c ≤ total but for unit totals)
             k = _exponent(m, l2_unit / math.sqrt(2.0 * rho_j))
             a = _row_max(m, k)
             _check_row_max(m, a, epsilon)
-            l2 = math.nextafter(l2_unit * a, math.inf)
-            if coords == 1:
-                l2 = float(factor * total * a)  # exactly an integer then
+            c_int, t_int = _caps(m, bounding, k, a, caps)
+            if t_int < 1:
+                _check_row_max(m, 0, epsilon)
+            # √(T·c) in integer units, rounded up (sum of squares of entries ≤ c adding to T)
+            if m.unit_total is None:
+                l2 = math.nextafter(l2_unit * a, math.inf)
+            else:
+                l2 = math.nextafter(factor * math.sqrt(t_int * c_int), math.inf)
+            if coords == 1 or t_int == c_int:
+                l2 = float(factor * t_int)  # exactly an integer then
             sigma = sampled_sigma(math.nextafter(l2 / math.sqrt(2.0 * rho_j), math.inf))
             if sigma > _MAX_SIGMA:
                 raise PrivacyParameterError(
@@ -233,7 +277,7 @@ def noise_plan(
                 )
             spent_rho = l2 * l2 / (2.0 * sigma * sigma)
             out.append(
-                MeasureNoise(m, k, a, factor * total * a, l2, coords, "gaussian",
+                MeasureNoise(m, k, a, factor * t_int, l2, coords, "gaussian",
                              Fraction(sigma), 0.0, spent_rho)
             )  # fmt: skip
     events: list[Event] = []

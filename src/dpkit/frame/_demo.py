@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from dpkit.accounting import Accountant
 
 SEED = 2024  # reproducible demo; real releases use rng=None (secure)
 
@@ -48,6 +53,28 @@ def demo() -> None:
                 "shop", "buyers", "mean_amount", "mean_amount_lo", "mean_amount_hi", "exact_mean"
             )
         )
-    spent = acct.spent
-    assert isinstance(spent, ApproxDP)
-    print(f"spent epsilon={spent.epsilon:.3f} of 1.0 (keys chosen privately, no list given)")
+    print(f"spent {acct.spent!r} (keys chosen privately, no list given)")
+    _bounds_and_parts(buys, acct)
+
+
+def _bounds_and_parts(buys: object, acct: Accountant) -> None:
+    """Bounds suggested privately, unit totals clamped, and parallel composition."""
+    import dpkit.frame as dpf
+    from dpkit.accounting import PureDP
+    from dpkit.random import seeded
+
+    shops = ["bakery", "books", "cafe", "garden", "toys"]
+    q = dpf.Query(buys, privacy_unit="user")
+    s = q.suggest_bounds("shop", epsilon=0.1, accountant=acct, rng=seeded(SEED))
+    print(f"bounds suggested by private 90% quantiles (epsilon 0.1): {s.bounds}")
+    per_row = q.group_by("shop", public_keys=shops, **s.bounds)
+    plain = per_row.agg(dpf.sum("amount", bounds=(0, 100))).explain(epsilon=0.1)
+    total = per_row.agg(dpf.sum("amount", bounds=(0, 100), unit_total=(0, 150)))
+    sens = [
+        m.l1 * m.unit for m in (plain.plan.measures[0], total.explain(epsilon=0.1).plan.measures[0])
+    ]
+    print(f"sum's sensitivity: {sens[0]:g} clamping rows, {sens[1]:g} clamping each user's total")
+    parts = acct.parallel(q.partition_by("shop", keys=shops), budget=PureDP(epsilon=0.2))
+    for part in parts.values():
+        part.agg(dpf.count_units(), max_rows=1).release(epsilon=0.2, rng=seeded(SEED))
+    print(f"five shops' user counts over disjoint users at epsilon 0.2 each: spent {acct.spent!r}")

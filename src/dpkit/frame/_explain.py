@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dpkit.accounting import Event
+from dpkit.accounting._guarantees import shown
 from dpkit.frame._accuracy import cell_accuracy, kept_from
 from dpkit.frame._aggs import Aggregation
 from dpkit.frame._calibrate import NoisePlan
@@ -75,11 +76,12 @@ class Explanation:
                 f"  a key is released with probability {self.keep_probability(1):.3g} with 1 "
                 f"unit, >= 50% from {half} units, >= 95% from {most} units"
             )
+        # the cost as asked for, in user units: the event's ε sits a safe-side hair below it
         if self.plan.rho is not None:
-            lines.append(f"Total cost: rho={self.plan.rho:g} ({self.event!r})")
+            lines.append(f"Total cost: rho={shown(self.plan.rho, 'up')}")
         else:
             lines.append(
-                f"Total cost: epsilon={self.epsilon:g}, delta={self.delta:g} ({self.event!r})"
+                f"Total cost: epsilon={shown(self.epsilon, 'up')}, delta={shown(self.delta, 'up')}"
             )
         return "\n".join(lines)
 
@@ -90,8 +92,9 @@ class FrameRelease:
 
     Attributes
     ----------
-    frame : polars.DataFrame
-        One row per released key: the key columns, then for each aggregation its estimate and
+    frame : polars.DataFrame or pandas.DataFrame
+        Polars, or pandas where the query was made from a pandas DataFrame. One row per
+        released key: the key columns, then for each aggregation its estimate and
         ``{name}_lo``/``{name}_hi``, a (1 − alpha) interval for the noise of that cell.
     event : Event
         What was charged.
@@ -102,3 +105,20 @@ class FrameRelease:
     frame: Any
     event: Event
     explanation: Explanation
+
+    def _cost(self) -> str:
+        e = self.explanation
+        delta = f", delta={shown(e.delta, 'up')}" if e.delta > 0 else ""
+        return f"epsilon={shown(e.epsilon, 'up')}{delta}"
+
+    def __repr__(self) -> str:
+        cols = [str(c) for c in self.frame.columns]
+        return f"FrameRelease(rows={len(self.frame)}, columns={cols}, {self._cost()})"
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: the released table (with its intervals) and what it cost."""
+        from dpkit._html import table
+
+        head = table("FrameRelease", [("cost", self._cost())])
+        body = getattr(self.frame, "_repr_html_", None)
+        return head + (body() if body is not None else table(None, [(str(self.frame),)]))

@@ -217,7 +217,8 @@ def _estimates(
         if agg.stat in ("count", "count_units", "sum"):
             v = noisy[ms[0].name]
             hw = mns[0].half_width(a_each)
-            out[agg.alias] = v
+            # a count is an integer plus integer noise (exponent 0): released as one
+            out[agg.alias] = v.astype(np.int64) if agg.stat != "sum" else v
             out[f"{agg.alias}_lo"], out[f"{agg.alias}_hi"] = v - hw, v + hw
         elif agg.stat in ("mean", "var", "std"):
             assert agg.bounds is not None
@@ -250,7 +251,7 @@ def _estimates(
             v = noisy[ms[0].name][0]
             hw = mns[0].half_width(a_each)
             for i in range(v.shape[1]):
-                out[f"{agg.alias}_{i}"] = v[:, i]
+                out[f"{agg.alias}_{i}"] = v[:, i].astype(np.int64)  # counts: integers
                 out[f"{agg.alias}_{i}_lo"] = v[:, i] - hw
                 out[f"{agg.alias}_{i}_hi"] = v[:, i] + hw
         else:

@@ -71,6 +71,18 @@ def _no_overflow(totals: Any, buckets: Any) -> tuple[Any, Any]:
     return totals, buckets
 
 
+def _payer(table: Table, accountant: SupportsCharge | None) -> SupportsCharge | None:
+    """Who pays a release: a part of a parallel composition pays from its own budget only."""
+    if table.accountant is None:
+        return accountant
+    if accountant is not None and accountant is not table.accountant:
+        raise PrivacyParameterError(
+            "this query is a part of a parallel composition (Accountant.parallel): its releases "
+            "are paid from the part's budget; pass no accountant=."
+        )
+    return table.accountant  # type: ignore[no-any-return]
+
+
 class GroupBy:
     """A query grouped by keys, awaiting its aggregations (:meth:`agg`)."""
 
@@ -358,6 +370,11 @@ class GroupedQuery:
         layout = self._layout()
         t = self._table
         if t.spark:
+            if any(a.unit_total is not None for a in self._aggs):
+                raise DataError(
+                    "sum(..., unit_total=) runs on the Polars engine; on Spark, bound each "
+                    "row with bounds= and max_rows."
+                )
             if t.missing == "raise" and layout.values:
                 spark_refuse_missing(t.data, layout.values)
             own = t.unit is None
@@ -457,6 +474,7 @@ class GroupedQuery:
         """
         a = check_probability(alpha, "alpha")
         parts = positive_int(partitions, "partitions")
+        accountant = _payer(self._table, accountant)
         explanation = self.explain(
             epsilon=epsilon, delta=delta, noise=noise, selection=selection,
             selection_share=selection_share, rho=rho,
@@ -473,6 +491,8 @@ class GroupedQuery:
             totals, buckets, keys=keys, aggs=self._aggs, plan=plan, gen=gen, alpha=a,
             drop_keys=(ALL,),
         )  # fmt: skip
+        if self._table.pandas:  # pandas in, pandas out (post-processing of the release)
+            frame = frame.to_pandas()
         return FrameRelease(frame, plan.event, explanation)
 
     def bounded_aggregates(

@@ -253,6 +253,13 @@ def sorted_totals(prep: Any, layout: Layout, plan: NoisePlan, bounding: Bounding
     )
 
 
+def _clip(pl: Any, total: Any, clip: tuple[int, int] | None) -> Any:
+    """A unit's total in a group clamped to its ``unit_total`` (integer units), if it has one."""
+    if clip is None:
+        return total
+    return total.clip(pl.lit(clip[0], dtype=pl.Int64), pl.lit(clip[1], dtype=pl.Int64))
+
+
 def sort_is_faster() -> bool:
     """Whether the installed Polars runs :func:`sorted_totals` faster than the group-by plan.
 
@@ -286,9 +293,10 @@ def bound(
     buckets = [m.measure for m in plan.measures if m.measure.kind == "bucket"]
     lmax = bounding.max_rows
     row_path = bool(buckets) or bounding.max_rows_per_unit is not None
+    clips = {m.name: c for m in values if (c := plan.of(m).pair_clip) is not None}
     if sort is None:
-        sort = not streaming and sort_is_faster()
-    if not row_path and sort:
+        sort = not streaming and sort_is_faster() and not clips  # (sums per pair: the plan)
+    if not row_path and sort and not clips:
         return sorted_totals(prep, layout, plan, bounding), None
     listed = [H, *(m.name for m in values), *(m.name for m in buckets)]
     per_pair: list[Any] = [pl.col(G).first(), pl.len().clip(0, lmax).cast(pl.Int64).alias(ROWS)]
@@ -297,7 +305,10 @@ def bound(
         # ``hash_top32 · 2^32 + (t + 2^31)`` (|t| ≤ 2^30 fits the low half). Rows whose hashes
         # share the top 32 bits (chance 2^-32 per pair of rows) fall back to the smaller value:
         # still a function of the unit's own rows only.
-        per_pair += [pack_min(pl.col(H), pl.col(m.name)).alias(m.name) for m in values]
+        per_pair += [
+            _clip(pl, pack_min(pl.col(H), pl.col(m.name)), clips.get(m.name)).alias(m.name)
+            for m in values
+        ]
     else:
         # Rows sorted by hash; an aggregation keeps the order of rows within each group, so
         # head(L∞) is the L∞ smallest hashes (rows with equal hashes are equal).
@@ -305,7 +316,10 @@ def bound(
         if row_path:
             per_pair += [pl.col(c).head(lmax) for c in listed]
         else:
-            per_pair += [pl.col(m.name).head(lmax).sum() for m in values]
+            per_pair += [
+                _clip(pl, pl.col(m.name).head(lmax).sum(), clips.get(m.name)).alias(m.name)
+                for m in values
+            ]
     pairs = prep.group_by([unit, *keys]).agg(per_pair)
     l0 = bounding.max_groups
     keep = pl.col(G).rank("ordinal").over(unit) <= l0
@@ -331,6 +345,15 @@ def bound(
     rows = pairs.drop(ROWS).explode(listed)
     if bounding.max_rows_per_unit is not None:
         rows = rows.filter(pl.col(H).rank("ordinal").over(unit) <= bounding.max_rows_per_unit)
+    if clips:
+        # each unit's total per group, of the rows every other bound kept, clamped
+        rows = rows.with_columns(
+            _clip(pl, pl.col(n).sum().over([unit, *keys]), c).alias(n) for n, c in clips.items()
+        )
+        first = pl.int_range(pl.len()).over([unit, *keys]) == 0
+        rows = rows.with_columns(
+            pl.when(first).then(pl.col(n)).otherwise(0).alias(n) for n in clips
+        )
     totals = rows.group_by(keys).agg(
         pl.len().cast(pl.Int64).alias(ROWS), *(pl.col(m.name).sum() for m in values)
     )

@@ -7,10 +7,12 @@ from typing import Any
 
 from dpkit._missing import MISSING_DEFAULT, Missing, check_missing
 from dpkit.accounting import Neighbouring
-from dpkit.errors import DataError
+from dpkit.errors import DataError, PrivacyParameterError
 from dpkit.frame._aggs import Aggregation
 from dpkit.frame._engine import as_lazy
 from dpkit.frame._grouped import GroupBy, GroupedQuery
+from dpkit.frame._parts import Partitions
+from dpkit.frame._suggest import SuggestedBounds, suggest_bounds
 from dpkit.frame._table import (
     Table,
     check_rowwise,
@@ -20,6 +22,8 @@ from dpkit.frame._table import (
     table,
 )
 from dpkit.frame._total import check_total
+from dpkit.mechanisms._base import SupportsCharge
+from dpkit.random import RNGLike
 from dpkit.stats._events import is_replace
 
 __all__ = ["Query"]
@@ -70,7 +74,8 @@ class Query:
     >>> import polars as pl, dpkit.frame as dpf
     >>> df = pl.DataFrame({"user": [1, 1, 2, 3], "city": ["a", "a", "b", "a"],
     ...                    "amount": [5.0, 7.0, 1.0, 3.0]})
-    >>> q = dpf.Query(df, privacy_unit="user").group_by("city", public_keys=["a", "b"])
+    >>> q = dpf.Query(df, privacy_unit="user").group_by(
+    ...     "city", public_keys=["a", "b"], max_groups=1, max_rows=2)
     >>> r = q.agg(dpf.count(), dpf.sum("amount", bounds=(0, 10))).release(epsilon=1.0, rng=0)
     >>> r.frame.columns
     ['city', 'count', 'count_lo', 'count_hi', 'sum_amount', 'sum_amount_lo', 'sum_amount_hi']
@@ -156,8 +161,8 @@ class Query:
         self,
         *by: str,
         public_keys: object = None,
-        max_groups: int = 1,
-        max_rows: int = 1,
+        max_groups: int | None = None,
+        max_rows: int | None = None,
         max_rows_per_unit: int | None = None,
     ) -> GroupBy:
         """Group by key columns with contribution bounds.
@@ -171,11 +176,19 @@ class Query:
             of values for one key column, or a frame with the key columns. ``None``: keys are
             selected privately (needs δ > 0).
         max_groups : int
-            L0, groups per unit.
+            L0, groups per unit. Required with a declared ``privacy_unit`` (1 where each row is
+            its own unit): dpkit never picks a bound for you.
         max_rows : int
-            L∞, rows per (unit, group).
+            L∞, rows per (unit, group). Required with a declared ``privacy_unit`` (1 where each
+            row is its own unit).
         max_rows_per_unit : int, optional
             L1, rows per unit over all groups.
+
+        Raises
+        ------
+        PrivacyParameterError
+            A bound is missing: larger bounds keep more of each unit's rows (less bias) and add
+            more noise (``explain()`` shows it); :meth:`suggest_bounds` estimates them privately.
         """
         if not by:
             raise DataError("group_by needs at least one key column; use Query.agg for no keys.")
@@ -183,13 +196,115 @@ class Query:
             if not isinstance(b, str):
                 raise DataError("group_by keys must be column names (str).")
         check_unreserved(by, "group_by")
-        return GroupBy(self._table, tuple(by), public_keys, max_groups, max_rows, max_rows_per_unit)
+        l0 = self._chosen(max_groups, "max_groups", "groups one unit may add to")
+        linf = self._chosen(max_rows, "max_rows", "rows one unit may add to each group")
+        return GroupBy(self._table, tuple(by), public_keys, l0, linf, max_rows_per_unit)
 
     def agg(
-        self, *aggs: Aggregation, max_rows: int = 1, max_rows_per_unit: int | None = None
+        self,
+        *aggs: Aggregation,
+        max_rows: int | None = None,
+        max_rows_per_unit: int | None = None,
     ) -> GroupedQuery:
-        """Aggregate the whole table (one group; ``max_rows`` rows per unit)."""
-        return GroupedQuery(self._table, (), None, 1, max_rows, max_rows_per_unit, aggs)
+        """Aggregate the whole table (one group; ``max_rows`` rows per unit, required with a
+        declared ``privacy_unit``)."""
+        linf = self._chosen(max_rows, "max_rows", "rows one unit may add")
+        return GroupedQuery(self._table, (), None, 1, linf, max_rows_per_unit, aggs)
+
+    def partition_by(self, column: str, *, keys: object) -> Partitions:
+        """Split the privacy units into disjoint parts by a public key column, for parallel
+        composition (:meth:`dpkit.accounting.Accountant.parallel`).
+
+        Each unit goes to one part: that of the first key, in the order of ``keys``, that any
+        of its rows carries in ``column`` (its rows with other keys are dropped); rows whose
+        key is not in ``keys`` are in no part. So the parts are disjoint in units by
+        construction, and releases over them, each within the part's budget, cost that budget
+        once, not once per part. With a column that is constant per unit (a user's home
+        region) nothing is dropped.
+
+        Parameters
+        ----------
+        column : str
+            The partition column.
+        keys : sequence
+            Its public values, one part each (never read from the data).
+
+        Examples
+        --------
+        >>> import polars as pl, dpkit as dp, dpkit.frame as dpf
+        >>> df = pl.DataFrame({"user": [1, 1, 2, 3], "region": ["n", "n", "s", "s"],
+        ...                    "spend": [5.0, 7.0, 1.0, 3.0]})
+        >>> acct = dp.Accountant(dp.PureDP(epsilon=1.0))
+        >>> parts = acct.parallel(dpf.Query(df, privacy_unit="user").partition_by(
+        ...     "region", keys=["n", "s"]), budget=dp.PureDP(epsilon=1.0))
+        >>> for region, q in parts.items():
+        ...     r = q.agg(dpf.count(), max_rows=2).release(epsilon=1.0)
+        >>> acct.spent   # two releases at epsilon=1, over disjoint units: 1, not 2
+        PureDP(epsilon=1.0)
+        """
+        self._polars_only("partition_by")
+        return Partitions(self._table, column, keys, _of_table)
+
+    def suggest_bounds(
+        self,
+        *by: str,
+        epsilon: float,
+        upper: int = 1000,
+        quantile: float = 0.9,
+        accountant: SupportsCharge | None = None,
+        rng: RNGLike = None,
+    ) -> SuggestedBounds:
+        """Suggest ``max_groups`` and ``max_rows`` from private quantiles of contributions.
+
+        Each unit contributes how many groups (of the key columns ``by``) it has rows in, and
+        its most rows in one group; the ``quantile`` of each, released privately at ε/2 each
+        (:func:`dpkit.stats.quantile`) within ``[1, upper]``, is a bound that
+        about that fraction of units fit. ``upper`` is a public cap, never read from the data.
+        Costs ``epsilon`` (charged to ``accountant`` before anything is read); the release
+        then needs its own budget.
+
+        Notes
+        -----
+        Privacy guarantee: ε-DP with respect to the privacy unit (one unit adds or removes one
+        number to each of the two lists; two quantiles at ε/2 compose to ε).
+
+        Examples
+        --------
+        >>> import numpy as np, polars as pl, dpkit as dp, dpkit.frame as dpf
+        >>> g = np.random.default_rng(0)
+        >>> df = pl.DataFrame({"user": g.integers(0, 2000, 20_000),
+        ...                    "shop": g.choice(["a", "b", "c", "d"], 20_000)})
+        >>> q = dpf.Query(df, privacy_unit="user")
+        >>> s = q.suggest_bounds("shop", epsilon=0.5, rng=dp.random.seeded(1))
+        >>> s.bounds
+        {'max_groups': 4, 'max_rows': 6}
+        >>> g = q.group_by("shop", public_keys=["a", "b", "c", "d"], **s.bounds)
+        """
+        return suggest_bounds(
+            self._table, tuple(by), epsilon=epsilon, upper=upper, quantile_=quantile,
+            accountant=accountant, rng=rng,
+        )  # fmt: skip
+
+    def _chosen(self, bound: int | None, name: str, meaning: str) -> int:
+        """A contribution bound the user chose; 1 where each row is its own unit (exact)."""
+        if bound is not None:
+            return bound
+        if self._table.unit is None:
+            return 1  # a unit is one row: it adds one row to one group, nothing to choose
+        raise PrivacyParameterError(
+            f"choose {name} (the {meaning}): with a privacy unit declared, dpkit does not pick "
+            "contribution bounds for you. Rows beyond the bounds are dropped (bias); larger "
+            "bounds add more noise: compare them with explain(). Query.suggest_bounds(...) "
+            "estimates them from a private quantile of each unit's contributions (it costs "
+            "budget)."
+        )
+
+
+def _of_table(table: Table) -> Query:
+    """A query of an already prepared table (a part of a parallel composition)."""
+    q = Query.__new__(Query)
+    q._table = table
+    return q
 
 
 def _refuse_repeated_keys(public: Any, on: list[str]) -> None:

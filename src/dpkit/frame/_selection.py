@@ -106,10 +106,17 @@ class KeySelection:
                 f"p(1)={self.delta:.3g}, "
                 f"p(n)=1 from n={n}"
             )
-        what = "units" if self.method == "laplace" else "weights 2^20/sqrt(t)"
+        if self.method == "laplace":
+            return (
+                f"laplace threshold on units: scale {float(self.scale):.6g}, "
+                f"threshold {self.threshold}"
+            )
+        # the weights are integers 2^WEIGHT_BITS/sqrt(t) (t: keys a unit keeps), shown in units of
+        # one unit's weight (1 for a unit with one key), not in the integer grid
+        one = float(1 << WEIGHT_BITS)
         return (
-            f"{self.method} threshold on {what}: scale {float(self.scale):.6g}, "
-            f"threshold {self.threshold}"
+            f"gaussian threshold on weights 1/sqrt(t) per unit (t: its keys): sigma "
+            f"{float(self.scale) / one:.6g}, threshold {self.threshold / one:.6g}"
         )
 
     def keep_probability(self, units: int, *, keys_per_unit: int = 1) -> float:

@@ -52,6 +52,10 @@ class Table:
     missing: Missing  # the caller's policy for nulls/NaN in aggregated columns
     source: Any = None  # the table as given (with UNIT_ID): missing="raise" reads it, see below
     steps: tuple[str, ...] = ()
+    # a part of a parallel composition (Query.partition_by): the accountant of its budget,
+    # reachable only through this part's releases
+    accountant: Any = None
+    pandas: bool = False  # made from a pandas DataFrame: releases are pandas too
 
     def derive(self, data: Any, step: str) -> Table:
         return replace(self, data=data, steps=(*self.steps, step))
@@ -181,4 +185,7 @@ def table(
     # ``missing="raise"`` refuses nulls of the data as given, never the steps' output: a step
     # can make a null from any predicate on private values (``pl.when(user == 123).then(None)``,
     # a left join missing a key), and refusing it was a membership oracle at ε = 0
-    return Table(frame, unit, neighbouring, repl, spark, missing, source=frame)
+    kind = type(data).__module__.split(".")[0]
+    return Table(
+        frame, unit, neighbouring, repl, spark, missing, source=frame, pandas=kind == "pandas"
+    )

@@ -7,6 +7,7 @@ so is Z = (Z_1, …, Z_N)").
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -191,4 +192,20 @@ class DensityRelease:
 
     def __repr__(self) -> str:
         shape = "×".join(str(s) for s in self.probabilities.shape)
-        return f"DensityRelease(method={self.method!r}, cells={shape}, event={self.event!r})"
+        # the event names its kind; its parameters are in the noise's units (``.event``)
+        return f"DensityRelease(method={self.method!r}, cells={shape}, event={_kind(self.event)})"
+
+
+def _kind(event: object) -> str:
+    """An event's kind, with its pure ε where it has one, for the repr."""
+    from dpkit.accounting import epsilon_of
+    from dpkit.accounting._guarantees import shown
+    from dpkit.errors import DPKitError
+
+    try:
+        eps = float(epsilon_of(event))  # type: ignore[arg-type]
+    except DPKitError:
+        return type(event).__name__
+    if not math.isfinite(eps):  # a privacy curve has no ε without a δ: its kind only
+        return type(event).__name__
+    return f"{type(event).__name__}(epsilon={shown(eps, 'up')})"

@@ -97,6 +97,30 @@ class UtilityReport:
             )
         return "\n".join(lines)
 
+    def _repr_html_(self) -> str:
+        """A notebook's view: the per-column table and the marginal and classifier scores."""
+        from dpkit._html import table
+
+        cols = [
+            (c.name, "" if c.ks is None else f"{c.ks:.3f}", f"{c.tvd:.3f}") for c in self.columns
+        ]
+        scores = [
+            ("rows", f"{self.real_rows} real, {self.synthetic_rows} synthetic"),
+            ("mean 2-way TVD", f"{self.tvd_2way:.4f}"),
+            ("mean 3-way TVD", f"{self.tvd_3way:.4f}"),
+        ]
+        if self.train_test is not None:
+            t = self.train_test
+            scores.append(
+                (
+                    f"predicting {t.target}",
+                    f"synthetic {t.synthetic:.3f}, real {t.real:.3f}, majority {t.majority:.3f}",
+                )
+            )
+        return table("Utility report (compares with the real data: not private)", scores) + (
+            table(None, cols, header=("column", "KS", "TVD"))
+        )
+
     def to_html(self, path: str | Path, *, title: str = "Synthetic data utility") -> Path:
         """Write the report (tables and plots, images inline) to ``path``; returns the path."""
         rows = "".join(

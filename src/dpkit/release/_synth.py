@@ -55,12 +55,15 @@ class SyntheticModel:
     n_estimate: float
     measured: tuple[tuple[str, ...], ...]
     event: Event = field(repr=False)
+    fitted_on: str = field(default="numpy", repr=False)  # the output kind matching the input
 
     def sample_codes(self, n: int, *, rng: RNGLike = None) -> npt.NDArray[np.int64]:
         """``n`` synthetic records as cell indices (records × columns)."""
         return self.network.sample(_rows(n), as_generator(rng))
 
-    def sample(self, n: int | None = None, *, rng: RNGLike = None, output: str = "numpy") -> Any:
+    def sample(
+        self, n: int | None = None, *, rng: RNGLike = None, output: str | None = None
+    ) -> Any:
         """A synthetic table of ``n`` rows (default: the private estimate of n).
 
         Parameters
@@ -69,19 +72,39 @@ class SyntheticModel:
             Rows; any number (sampling does not touch the data).
         rng : None, int or numpy.random.Generator
             Randomness of the sampling.
-        output : {"numpy", "pandas", "polars", "dict"}
-            ``"numpy"`` gives a structured array (float fields for numeric columns, object
-            fields for categorical ones); the others a DataFrame or a dict of arrays.
+        output : {"numpy", "pandas", "polars", "dict"}, optional
+            ``"numpy"`` gives a structured array (float fields for numeric columns, int fields
+            for integer ones, object fields for categorical ones); the others a DataFrame or a
+            dict of arrays. Default: the kind the model was fitted on (a pandas DataFrame in,
+            pandas out; Polars in, Polars out; anything else, NumPy). Every column keeps its
+            declared type: an ``integer`` numeric column is int64.
         """
+        if output is None:
+            output = self.fitted_on
         if output not in OUTPUTS:
             raise DataError(f"output must be one of {OUTPUTS}, got {output!r}.")
         rows = round(self.n_estimate) if n is None else _rows(n)
         gen = as_generator(rng)
         codes = self.network.sample(rows, gen)
         cols = {
-            k: c.decode(codes[:, i], gen) for i, (k, c) in enumerate(self.domain.columns.items())
+            k: _declared(c, c.decode(codes[:, i], gen))
+            for i, (k, c) in enumerate(self.domain.columns.items())
         }
         return _as_output(cols, output)
+
+
+def _declared(column: object, values: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """Values in their column's declared type: integers for an ``integer`` column (decoded as
+    whole floats), as given otherwise."""
+    if getattr(column, "integer", False):
+        return values.astype(np.int64)
+    return values
+
+
+def _kind(data: object) -> str:
+    """The output kind matching an input table: pandas, Polars, or NumPy for anything else."""
+    top = type(data).__module__.split(".")[0]
+    return top if top in ("pandas", "polars") else "numpy"
 
 
 def _rows(n: object) -> int:
@@ -106,7 +129,7 @@ def _as_output(cols: dict[str, npt.NDArray[Any]], output: str) -> Any:
         except ImportError:  # pragma: no cover - depends on the environment
             raise ImportError("output='polars' needs polars: pip install 'dpkit[frame]'") from None
         return pl.DataFrame({k: v.tolist() if v.dtype == object else v for k, v in cols.items()})
-    dtype = [(k, np.float64 if v.dtype != object else object) for k, v in cols.items()]
+    dtype = [(k, v.dtype if v.dtype.kind in "iO" else np.float64) for k, v in cols.items()]
     n = len(next(iter(cols.values())))
     out = np.empty(n, dtype=dtype)
     for k, v in cols.items():
@@ -292,6 +315,7 @@ class Synthesizer:
             n_hat,
             tuple(tuple(names[c] for c in cols) for cols in measured),
             self.event,
+            _kind(data),
         )
 
     def __repr__(self) -> str:

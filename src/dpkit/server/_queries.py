@@ -99,6 +99,8 @@ def _interval(rel: st.Release, alpha: float) -> tuple[Any, Any] | None:
 def _jsonable(v: Any) -> Any:
     if type(v) is float:
         return v
+    if isinstance(v, np.ndarray) and v.dtype.kind == "i":
+        return [int(t) for t in v.ravel()]  # integer counts (a histogram) stay integers
     arr = np.asarray(v, dtype=np.float64)
     return float(arr) if arr.ndim == 0 else [float(t) for t in arr.ravel()]
 

@@ -137,6 +137,22 @@ def _bound(params: Mapping[str, Any], name: str, default: int = 1) -> int:
     return integer(params.get(name, default), name, low=1, high=MAX_BOUND)
 
 
+def _chosen(params: Mapping[str, Any], unit: str | None) -> tuple[int, int]:
+    """``max_rows`` and ``max_groups`` as the request chose them (each given one checked first):
+    required where the dataset has a privacy unit (1 where each row is its own unit, which
+    contributes one row to one group)."""
+    given = {n: _bound(params, n) for n in ("max_rows", "max_groups") if n in params}
+    missing = [n for n in ("max_rows", "max_groups") if n not in given]
+    if missing and unit is not None:
+        raise DataError(
+            f"choose {' and '.join(missing)}: the service does not choose contribution bounds "
+            "(max_rows: rows one person may add to each group; max_groups: groups one person "
+            "may add to). Rows beyond the bounds are dropped (bias); larger bounds add noise: "
+            "compare them with a dry run."
+        )
+    return given.get("max_rows", 1), given.get("max_groups", 1)
+
+
 def _aggregations(params: Mapping[str, Any], schema: DatasetSchema) -> list[Any]:
     import dpkit.frame as dpf
 
@@ -152,7 +168,8 @@ def _aggregations(params: Mapping[str, Any], schema: DatasetSchema) -> list[Any]
             check_keys(a, {"stat"})
             out.append(dpf.count() if stat == "count" else dpf.count_units())
             continue
-        check_keys(a, {"stat", "column", "bounds"} | ({"q"} if stat == "quantiles" else set()))
+        extra = {"q"} if stat == "quantiles" else ({"unit_total"} if stat == "sum" else set())
+        check_keys(a, {"stat", "column", "bounds"} | extra)
         col = schema.column(a.get("column"))
         if col.bounds is None:
             raise DataError(
@@ -168,6 +185,12 @@ def _aggregations(params: Mapping[str, Any], schema: DatasetSchema) -> list[Any]
                 raise DataError("q must be a list of 1 to 20 probabilities.")
             qs = [real(v, "q", low=0, high=1) for v in q]
             out.append(dpf.quantiles(col.name, qs, bounds=tuple(bounds)))
+        elif "unit_total" in a:  # each person's total per group clamped too
+            total = a["unit_total"]
+            if not isinstance(total, list) or len(total) != 2:
+                raise DataError("an aggregation's unit_total must be [low, high].")
+            ends = (real(total[0], "unit_total"), real(total[1], "unit_total"))
+            out.append(dpf.sum(col.name, bounds=tuple(bounds), unit_total=ends))
         else:
             out.append(getattr(dpf, stat)(col.name, bounds=tuple(bounds)))
     return out
@@ -186,7 +209,9 @@ def _frame(schema: DatasetSchema, columns: Mapping[str, Any], keys: list[Column]
     return pl.DataFrame(data)
 
 
-def _json_float(v: Any) -> float | None:
+def _json_float(v: Any) -> float | int | None:
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v  # a released count stays an integer
     f = float(v)
     return f if math.isfinite(f) else None
 
@@ -207,7 +232,8 @@ def prepare_group_by(params: Mapping[str, Any], schema: DatasetSchema) -> Prepar
     >>> schema = DatasetSchema.from_dict({"name": "v", "privacy_unit": "user", "columns": [
     ...     {"name": "user", "type": "id"},
     ...     {"name": "city", "type": "category", "categories": ["a", "b"]}]})
-    >>> p = prepare_group_by({"by": ["city"], "max_rows": 2, "epsilon": 1.0}, schema)
+    >>> p = prepare_group_by({"by": ["city"], "max_rows": 2, "max_groups": 1, "epsilon": 1.0},
+    ...                      schema)
     >>> p.statistic, p.epsilon, p.delta
     ('group_by', 1.0, 0.0)
     """
@@ -228,9 +254,9 @@ def prepare_group_by(params: Mapping[str, Any], schema: DatasetSchema) -> Prepar
     if keys is None and dlt == 0:
         raise DataError('private key selection ("keys": "private") needs delta > 0.')
     aggs = _aggregations(params, schema)
-    l_inf, l_0 = _bound(params, "max_rows", 1), _bound(params, "max_groups", 1)
-    l_1 = None if params.get("max_rows_per_unit") is None else _bound(params, "max_rows_per_unit")
     unit = None if schema.privacy_unit == "row" else schema.privacy_unit
+    l_inf, l_0 = _chosen(params, unit)
+    l_1 = None if params.get("max_rows_per_unit") is None else _bound(params, "max_rows_per_unit")
     names = [c.name for c in cols]
 
     def grouped(frame: Any) -> Any:

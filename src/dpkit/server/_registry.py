@@ -28,6 +28,7 @@ ledger, at zero cost, so that its answer is stored, audited and fetched again li
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from contextlib import contextmanager
@@ -135,14 +136,38 @@ class Meter(Accountant):
 
 
 def check_keys(params: Mapping[str, Any], allowed: set[str]) -> None:
-    """Refuse parameters an entry does not know (a misspelt ``epsilon`` must not pass)."""
+    """Refuse parameters an entry does not know (a misspelt ``epsilon`` must not pass).
+
+    A misspelling of an allowed name (a short identifier within a few edits of it) is named
+    with the name it resembles; any other unknown name is only counted, never reflected (a
+    request's keys may carry anything).
+
+    >>> check_keys({"epsilson": 1.0}, {"epsilon", "delta"})
+    Traceback (most recent call last):
+    ...
+    dpkit.errors.DataError: unknown parameter 'epsilson' (did you mean 'epsilon'?). Allowed: \
+delta, epsilon.
+    """
     unknown = set(params) - allowed
-    if unknown:
-        # The unknown names are not echoed: a request is not the place to reflect input back.
-        raise DataError(
-            f"unknown parameter(s) for this query ({len(unknown)}); "
-            f"allowed: {', '.join(sorted(allowed))}."
-        )
+    if not unknown:
+        return
+    allowed_text = f"Allowed: {', '.join(sorted(allowed))}."
+    named = []
+    for k in sorted(str(u) for u in unknown):
+        close = difflib.get_close_matches(k, sorted(allowed), n=1, cutoff=0.8)
+        if close and _plain_name(k):
+            named.append(f"{k!r} (did you mean {close[0]!r}?)")
+    others = len(unknown) - len(named)
+    if not named:
+        raise DataError(f"unknown parameter(s) for this query ({others}); {allowed_text}")
+    plural = "s" if len(unknown) > 1 else ""
+    more = f" and {others} other(s)" if others else ""
+    raise DataError(f"unknown parameter{plural} {', '.join(named)}{more}. {allowed_text}")
+
+
+def _plain_name(name: object) -> bool:
+    """A short ASCII identifier: safe to name in an error (no markup, no control characters)."""
+    return isinstance(name, str) and name.isascii() and name.isidentifier() and len(name) <= 40
 
 
 def _price_key(name: str, entry: Any, params: Mapping[str, Any]) -> tuple[Any, ...] | None:

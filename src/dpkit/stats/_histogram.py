@@ -8,8 +8,9 @@ from fractions import Fraction
 from functools import lru_cache
 
 import numpy as np
+import numpy.typing as npt
 
-from dpkit._missing import Missing, check_missing, handle_missing
+from dpkit._missing import Missing, check_missing, handle_missing, missing_error
 from dpkit.accounting import (
     ComposedEvent,
     DiscreteGaussianEvent,
@@ -21,7 +22,7 @@ from dpkit.errors import DataError
 from dpkit.noise import discrete_gaussian, discrete_laplace, sampled_sigma
 from dpkit.random import RNGLike, as_generator
 from dpkit.stats._common import SupportsCharge, charge, check_budget
-from dpkit.stats._data import FloatArray, as_matrix
+from dpkit.stats._data import FloatArray, as_matrix, object_records
 from dpkit.stats._events import (
     Neighbouring,
     discrete_laplace_event,
@@ -117,10 +118,72 @@ def histogram_noise(
     return noise, event
 
 
+def _key(value: object) -> tuple[type, object]:
+    """A category's lookup key: its type with its value, so that ``1``, ``1.0`` and ``True``
+    (equal under ``==``) stay distinct categories."""
+    return (type(value), value)
+
+
+def _is_missing(value: object) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+_Index = dict[tuple[type, object], int]
+
+
+def _category_table(categories: object) -> tuple[tuple[object, ...], _Index]:
+    """The declared categories, checked (public: read before any data)."""
+    if isinstance(categories, str | bytes):
+        raise DataError("categories must be a sequence of category values, not one string.")
+    try:
+        cats: tuple[object, ...] = tuple(categories)  # type: ignore[arg-type]
+    except TypeError:
+        raise DataError("categories must be a sequence of category values.") from None
+    if not cats:
+        raise DataError("categories must hold at least one category.")
+    index: _Index = {}
+    for i, c in enumerate(cats):
+        if _is_missing(c):
+            raise DataError("categories may not contain None or NaN (those are missing values).")
+        try:
+            index.setdefault(_key(c), i)
+        except TypeError:
+            raise DataError("categories must be hashable values (str, int, ...).") from None
+        if len(index) != i + 1:
+            raise DataError("categories must be distinct.")
+    return cats, index
+
+
+def _category_counts(
+    x: object, index: _Index, size: int, missing: Missing
+) -> npt.NDArray[np.float64]:
+    """Exact counts of the records in each declared category; other values are not counted
+    (as records outside the bin edges), so no value is refused but a missing one."""
+    if hasattr(x, "to_numpy") and not isinstance(x, np.ndarray):
+        x = x.to_numpy()  # pandas / Polars Series (a categorical gives its values)
+    records = object_records(x, "x must be a sequence of category values (1-d).")
+    counts = np.zeros(size, dtype=np.float64)
+    for v in records:
+        if isinstance(v, np.generic):
+            v = v.item()  # a NumPy scalar counts as the Python value it holds
+        if _is_missing(v):
+            if missing == "raise":
+                raise missing_error("x")
+            continue
+        try:
+            i = index.get(_key(v))
+        except TypeError:  # an unhashable value is in no declared category
+            i = None
+        if i is not None:
+            counts[i] += 1
+    return counts
+
+
 def histogram(
     x: object,
     *,
-    bins: object,
+    bins: object = None,
+    categories: object = None,
     epsilon: float | None = None,
     delta: float = 0.0,
     rho: float | None = None,
@@ -129,7 +192,8 @@ def histogram(
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,
     missing: Missing = "raise",
 ) -> Release:
-    """Private counts of records in given bins (1-d, or d-d with one edge array per column).
+    """Private counts of records in given bins (1-d, or d-d with one edge array per column), or
+    in declared categories (strings, a pandas or Polars categorical, any hashable values).
 
     Each record falls in at most one bin (records outside the edges are not counted), so the
     vector of counts has ℓ1 and ℓ2 sensitivity 1 under add/remove (ℓ1 2, ℓ2 √2 under replace).
@@ -140,6 +204,11 @@ def histogram(
 
     ``rho=`` instead of ``epsilon``/``delta``: discrete Gaussian noise, ρ-zCDP for the vector.
 
+    With ``categories=`` (instead of ``bins``) the counts are of the declared categories, in
+    their order; a value in no declared category is not counted (the categories are never read
+    from the data: a pandas categorical's own categories may have been, so give them). The
+    released counts are integers (the noise is on the integers).
+
     ``missing="raise"`` (default) refuses a NaN or None before any charge (the refusal reveals
     that one exists); ``missing="drop"`` removes such records first (add/remove neighbours).
 
@@ -148,12 +217,36 @@ def histogram(
     >>> import numpy as np, dpkit.stats as st
     >>> x = np.random.default_rng(0).normal(size=10_000)
     >>> h = st.histogram(x, bins=[-3, -1, 0, 1, 3], epsilon=1.0, rng=1)
-    >>> h.value.shape, bool(abs(h.value[1] - 3413) < 100)
-    ((4,), True)
+    >>> h.value.shape, h.value.dtype, bool(abs(h.value[1] - 3413) < 100)
+    ((4,), dtype('int64'), True)
+    >>> colours = ["red", "blue", "red", "green", "red"] * 200
+    >>> st.histogram(colours, categories=["red", "blue", "green"], epsilon=1.0, rng=1)
+    Release(histogram=[600 200 200], epsilon=1, ci='exact noise quantiles')
     """
     eps, dlt, r = check_budget(epsilon, delta, rho)
     replace = is_replace(neighbouring)
     policy = check_missing(missing, public_size=replace)
+    if categories is not None:
+        if bins is not None:
+            raise DataError("give bins (numeric edges) or categories, not both.")
+        _, index = _category_table(categories)
+        counts = _category_counts(x, index, len(index), policy)
+    else:
+        counts = _numeric_counts(x, bins, policy)
+    noise, event = histogram_noise(eps, dlt, replace, r)
+    charge(accountant, event, "histogram", delta=dlt, rng=rng)
+    gen = as_generator(rng)
+    if noise.kind == "laplace":
+        z = discrete_laplace(noise.scale, size=counts.shape, rng=gen)
+    else:
+        z = discrete_gaussian(noise.scale, size=counts.shape, rng=gen)
+    # counts and noise are integers: the release is one (int64 holds any count of records
+    # plus noise that dpkit can sample at a scale a finite ε gives)
+    value = counts.astype(np.int64) + np.asarray(z, dtype=np.int64)
+    return Release(value, event, "histogram", LinearNoise(((noise, 1.0),)), delta=dlt, rho=r)
+
+
+def _numeric_counts(x: object, bins: object, policy: Missing) -> npt.NDArray[np.float64]:
     data = handle_missing(as_matrix(x), policy)  # a record is missing when any column is
     if np.shape(x) == (0,) and bins is not None and not _flat(bins):  # type: ignore[call-overload]
         # An empty list carries no column count: take it from the bins, so that an empty dataset
@@ -163,12 +256,4 @@ def histogram(
     counts, _ = np.histogramdd(data, bins=edges)
     if data.shape[1] == 1:
         counts = counts.reshape(-1)
-    noise, event = histogram_noise(eps, dlt, replace, r)
-    charge(accountant, event, "histogram", delta=dlt, rng=rng)
-    gen = as_generator(rng)
-    if noise.kind == "laplace":
-        z = discrete_laplace(noise.scale, size=counts.shape, rng=gen)
-    else:
-        z = discrete_gaussian(noise.scale, size=counts.shape, rng=gen)
-    value = counts + np.asarray(z, dtype=np.float64)
-    return Release(value, event, "histogram", LinearNoise(((noise, 1.0),)), delta=dlt, rho=r)
+    return counts

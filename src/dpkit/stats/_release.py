@@ -296,6 +296,22 @@ class Release:
         shown = f"{v:.6g}" if isinstance(v, float) else np.array2string(np.asarray(v), precision=6)
         return f"Release({self.statistic}={shown}, {self._cost()}, ci={_method(self.errors)!r})"
 
+    def _repr_html_(self) -> str:
+        """A notebook's view: the value, its 95% interval where it has one, and the cost."""
+        from dpkit._html import table
+
+        v = self.value
+        value = f"{v:.6g}" if isinstance(v, float) else np.array2string(np.asarray(v), precision=6)
+        rows = [("statistic", self.statistic), ("value", value), ("cost", self._cost())]
+        try:
+            lo, hi = self.ci(0.05)
+        except DPKitError:
+            rows.append(("95% interval", "not available for this statistic"))
+        else:
+            ends = f"[{_text(lo)}, {_text(hi)}]"
+            rows.append(("95% interval", f"{ends} ({_method(self.errors)})"))
+        return table("Release", rows)
+
     def _cost(self) -> str:
         if self.event is None:
             return "epsilon=0 (public)"
@@ -307,6 +323,13 @@ class Release:
             return "epsilon=?"
         shown = f"epsilon={_round_up(eps)}"
         return shown + (f", delta={self.delta:.3g}" if self.delta > 0 else "")
+
+
+def _text(a: Any) -> str:
+    """A released number or array, to six significant digits."""
+    if isinstance(a, float):
+        return f"{a:.6g}"
+    return np.array2string(np.asarray(a), precision=6)
 
 
 def _round_up(eps: float) -> str:
