@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from dpkit.accounting import ZCDP, Accountant, Neighbouring
+from dpkit.errors import DataError, PrivacyParameterError
 from dpkit.release import Categorical, Domain, Synthesizer
 from dpkit.release._examples import fair_domain, load_fair
 from dpkit.release._graphical import BayesNet, Family
@@ -199,3 +200,30 @@ def test_the_atom_at_zero_survives_the_joint_fit() -> None:
     real = float(np.mean(FAIR["affairs"] == 0))  # 0.678
     for s in range(3):  # sd of the share over seeds about 0.015; 0.08 is five of those
         assert abs(_fair("pgm", s)[1] - real) < 0.08
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"estimator": "exact"},
+        {"estimator": None},
+        {"max_model_cells": 0},
+        {"max_model_cells": True},
+        {"max_model_cells": 2.5},
+        {"workload": []},
+        {"workload": "ab"},
+        {"workload": [("a", "zz")]},
+        {"workload": [("a", "a")]},
+        {"workload": [()]},
+    ],
+)
+def test_bad_estimator_parameters_are_refused_at_construction(kwargs: dict[str, object]) -> None:
+    with pytest.raises((PrivacyParameterError, DataError)) as err:
+        Synthesizer(SMALL, rho=1.0, **kwargs)  # type: ignore[arg-type]
+    assert "zz" not in str(err.value)  # no user-supplied value is echoed
+
+
+def test_workload_steers_the_candidates() -> None:
+    syn = Synthesizer(SMALL, rho=1.0, workload=[("a", "b")])
+    model = syn.fit(_small_data(3), rng=6)
+    assert all(set(r) <= {"a", "b"} for r, _, _ in model.rounds)
