@@ -121,7 +121,10 @@ def _small_data(seed: int = 0) -> dict[str, np.ndarray]:
 def test_aim_spends_the_whole_budget_exactly_and_never_more(relation: Neighbouring) -> None:
     syn = Synthesizer(SMALL, rho=0.05, neighbouring=relation)
     acct = Accountant(ZCDP(rho=0.05))
-    model = syn.fit(_small_data(), accountant=acct, rng=3)
+    steps: list[tuple[int, int]] = []
+    model = syn.fit(_small_data(), accountant=acct, rng=3, progress=lambda *a: steps.append(a))
+    assert steps[-1] == (1 + syn.plan.rounds, 1 + syn.plan.rounds)  # a progress bar ends full
+    assert all(a[0] <= b[0] for a, b in itertools.pairwise(steps))
     assert acct.spent.rho <= 0.05  # type: ignore[attr-defined]
     sens2 = 2.0 if relation is Neighbouring.REPLACE else 1.0
     p = syn.plan
