@@ -224,8 +224,10 @@ class _Loss:
         for t, h, bs in zip(theta, self.set_home, self.set_shape, strict=True):
             pots[h] = pots[h] + t.reshape(bs)
         full, log_z = self.tree.calibrate_log(pots)
+        # one exponential per clique, however many sets it holds
+        probs = {h: np.exp(full[h] - (log_z - math.log(self.total))) for h in set(self.set_home)}
         mus = [
-            np.exp(full[h] - log_z).sum(axis=ax) * self.total
+            probs[h].sum(axis=ax) if ax else probs[h]
             for h, ax in zip(self.set_home, self.set_axes, strict=True)
         ]
         grads = [np.zeros_like(t) for t in theta]
