@@ -290,7 +290,7 @@ def test_charge_matches_the_published_formulas() -> None:
     # Rogers 2021) plus Δ²/(2σ²) (discrete Gaussian, Canonne, Kamath & Steinke 2020, Thm 14),
     # recomputed by hand and compared with what the accountant was charged.
     for nb, sens2 in ((Neighbouring.ADD_REMOVE, 1.0), (Neighbouring.REPLACE, 2.0)):
-        syn = Synthesizer(DOM, rho=0.3, neighbouring=nb)
+        syn = Synthesizer(DOM, rho=0.3, neighbouring=nb, estimator="closed")
         p = syn.plan
         want = 3 * sens2 / (2 * p.sigma_one_way**2)
         want += 2 * (p.select_epsilon**2 / 8 + sens2 / (2 * p.sigma_round**2))

@@ -29,7 +29,11 @@ SEEDS = (0, 1, 2)
 
 
 def _tvd3(method: str, eps: float, seed: int) -> float:
-    model = Synthesizer(DOM, epsilon=eps, delta=1e-6, method=method).fit(FAIR, rng=seed)
+    # The closed-form estimator, the fast option; the joint fit (the default) is tested in
+    # test_release_synth_pgm.py.
+    model = Synthesizer(DOM, epsilon=eps, delta=1e-6, method=method, estimator="closed").fit(
+        FAIR, rng=seed
+    )
     return mean_marginal_tvd(CODES, model.sample_codes(len(FAIR), rng=seed + 50), DOM.shape, 3)
 
 
@@ -55,7 +59,7 @@ def test_the_atom_at_zero_survives(eps: float) -> None:
     real = float(np.mean(FAIR["affairs"] == 0))  # 0.678
     assert real > 0.2
     for seed in SEEDS:
-        model = Synthesizer(DOM, epsilon=eps, delta=1e-6).fit(FAIR, rng=seed)
+        model = Synthesizer(DOM, epsilon=eps, delta=1e-6, estimator="closed").fit(FAIR, rng=seed)
         syn = model.sample(len(FAIR), rng=seed, output="dict")
         # Over 6 seeds the share of exact zeros was 0.655–0.694 at ε = 0.3 (sd 0.015); 0.08
         # is five of those. Without the atom the share would be 0 (see the next test).
@@ -65,7 +69,7 @@ def test_the_atom_at_zero_survives(eps: float) -> None:
 def test_without_the_atom_the_zeros_are_smeared() -> None:
     cols = dict(DOM.columns)
     cols["affairs"] = Numeric(0.0, 60.0, bins=8)
-    model = Synthesizer(Domain(cols), epsilon=1.0, delta=1e-6).fit(FAIR, rng=0)
+    model = Synthesizer(Domain(cols), epsilon=1.0, delta=1e-6, estimator="closed").fit(FAIR, rng=0)
     syn = model.sample(2000, rng=0, output="dict")
     assert float(np.mean(syn["affairs"] == 0)) < 0.01
 
@@ -74,7 +78,7 @@ def test_train_on_synthetic_beats_the_majority_class() -> None:
     # Predicting occupation from the other columns: logistic regression on real records scored
     # 0.575 on held-out real records, the majority class 0.428; trained on AIM's synthetic table
     # at ε = 1 it scored 0.572–0.577, on the independent baseline's 0.423 (no signal).
-    model = Synthesizer(DOM, epsilon=1.0, delta=1e-6).fit(FAIR, rng=0)
+    model = Synthesizer(DOM, epsilon=1.0, delta=1e-6, estimator="closed").fit(FAIR, rng=0)
     syn = model.sample(len(FAIR), rng=1, output="pandas")
     rep = utility_report(FAIR, syn, DOM, target="occupation", plots=False)
     tt = rep.train_test
@@ -84,7 +88,9 @@ def test_train_on_synthetic_beats_the_majority_class() -> None:
 
 
 def test_report_numbers_match_direct_computations(tmp_path: Path) -> None:
-    model = Synthesizer(DOM, epsilon=3.0, delta=1e-6, method="mst").fit(FAIR, rng=4)
+    model = Synthesizer(DOM, epsilon=3.0, delta=1e-6, method="mst", estimator="closed").fit(
+        FAIR, rng=4
+    )
     syn = model.sample(3000, rng=5, output="pandas")
     rep = utility_report(FAIR, syn, DOM)
     s_codes = DOM.encode(syn)
@@ -110,7 +116,7 @@ def test_report_numbers_match_direct_computations(tmp_path: Path) -> None:
 
 
 def test_any_number_of_rows_and_every_output_format() -> None:
-    model = Synthesizer(DOM, epsilon=1.0, delta=1e-6).fit(FAIR, rng=0)
+    model = Synthesizer(DOM, epsilon=1.0, delta=1e-6, estimator="closed").fit(FAIR, rng=0)
     assert abs(len(model.sample(rng=0)) - len(FAIR)) < 200  # n̂: noisy n, σ_n ≈ 12
     assert type(model.sample(5, rng=1)).__name__ == "DataFrame"  # pandas in, pandas out
     big = model.sample(50_000, rng=1, output="numpy")
@@ -180,7 +186,7 @@ def test_aim_models_every_column_when_a_round_picks_a_bare_one_way_marginal() ->
     n = 5000
     data = {"a": gen.integers(0, 4, n), "b": gen.integers(0, 4, n), "c": np.full(n, 3)}
     dom = Domain({k: Categorical([0, 1, 2, 3]) for k in "abc"})
-    model = Synthesizer(dom, rho=1.0, max_cells=4).fit(data, rng=0)
+    model = Synthesizer(dom, rho=1.0, max_cells=4, estimator="closed").fit(data, rng=0)
     assert sorted(f.child for f in model.network.families) == [0, 1, 2]
     syn = model.sample(2000, rng=1, output="dict")
     # The noisy one-way of "c" (σ ≈ 3.2 on 5,000 records) puts nearly all mass on 3; a

@@ -25,7 +25,7 @@ from dpkit.errors import DataError
 from dpkit.release._domain import Domain
 from dpkit.release._report import utility_report
 from dpkit.release._synth import Synthesizer
-from dpkit.release._synth_plan import METHODS
+from dpkit.release._synth_plan import ESTIMATORS, METHODS
 
 __all__ = ["add_release_parser", "run_release"]
 
@@ -46,6 +46,12 @@ def add_release_parser(sub: Any) -> None:
     p.add_argument("--epsilon", type=float, required=True, help="ε of the whole fit")
     p.add_argument("--delta", type=float, default=1e-6, help="δ of the whole fit (1e-6)")
     p.add_argument("--method", choices=METHODS, default="aim", help="synthesiser (aim)")
+    p.add_argument(
+        "--estimator",
+        choices=ESTIMATORS,
+        default="pgm",
+        help="pgm: one model fitted to every measurement (default); closed: faster, less exact",
+    )
     p.add_argument("--rows", type=int, help="synthetic rows (default: the private estimate of n)")
     p.add_argument("--out", required=True, help="CSV file to write the synthetic table to")
     p.add_argument("--report", help="also write an HTML utility report here (not private)")
@@ -79,7 +85,13 @@ def run_release(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         raise DataError(f"could not read the domain {args.domain!r}: {exc}") from None
     domain = Domain.from_spec(spec)
-    synth = Synthesizer(domain, epsilon=args.epsilon, delta=args.delta, method=args.method)
+    synth = Synthesizer(
+        domain,
+        epsilon=args.epsilon,
+        delta=args.delta,
+        method=args.method,
+        estimator=args.estimator,
+    )
     # Everything that can fail is checked before the fit, so that a refusal never follows
     # a fit (and its privacy cost) and never leaves a partial set of output files behind.
     if args.rows is not None and args.rows < 0:

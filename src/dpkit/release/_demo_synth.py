@@ -44,6 +44,11 @@ def demo() -> None:
         )
     model = reports["aim"][0]
     print("AIM measured:", ", ".join("×".join(m) for m in model.measured if len(m) > 1))
+    sig = [s for _, s, _ in model.rounds]
+    print(
+        f"AIM ran {len(sig)} rounds until the budget was spent, its noise annealed from "
+        f"σ = {sig[0]:.0f} to σ = {min(sig):.0f}; one model fitted to all of them (Private-PGM)"
+    )
     eps, dlt = acct.spent.epsilon, acct.spent.delta  # type: ignore[attr-defined]
     print(f"budget spent: ε = {eps:.3f}, δ = {dlt:g} (two fits at ε = 1, δ = 1e-6)")
     os.makedirs("demo_output", exist_ok=True)

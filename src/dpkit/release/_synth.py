@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import importlib
+import itertools
 import numbers
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,13 +22,18 @@ from dpkit.random import RNGLike, as_generator
 from dpkit.release._domain import Domain
 from dpkit.release._graphical import BayesNet
 from dpkit.release._marginals import check_cells
+from dpkit.release._synth_aim import RoundRecord, fit_aim, fit_mst_pgm
 from dpkit.release._synth_fit import fit_model
-from dpkit.release._synth_plan import METHODS, Plan, make_plan
+from dpkit.release._synth_plan import ESTIMATORS, METHODS, Plan, make_plan
 
-__all__ = ["DEFAULT_MAX_CELLS", "Synthesizer", "SyntheticModel"]
+__all__ = ["DEFAULT_MAX_CELLS", "DEFAULT_MAX_MODEL_CELLS", "Synthesizer", "SyntheticModel"]
 
 DEFAULT_MAX_CELLS = 1_000_000
 """Largest marginal a fit may measure (64 MiB of working memory at 64 bytes a cell)."""
+
+DEFAULT_MAX_MODEL_CELLS = 100_000
+"""Largest junction tree (cells over its cliques) AIM's joint model may grow to: 0.8 MB of
+potentials, which keeps a fit to seconds in NumPy; Private-PGM's AIM allows 80 MB."""
 
 OUTPUTS = ("numpy", "pandas", "polars", "dict")
 
@@ -48,6 +54,9 @@ class SyntheticModel:
         The marginals that were measured.
     event : Event
         The privacy event that paid for the fit.
+    rounds : tuple of (tuple of str, float, float)
+        AIM with ``estimator="pgm"``: each round's measured marginal, its noise σ and its
+        selection ε (the annealing schedule); empty otherwise.
     """
 
     domain: Domain
@@ -55,6 +64,7 @@ class SyntheticModel:
     n_estimate: float
     measured: tuple[tuple[str, ...], ...]
     event: Event = field(repr=False)
+    rounds: tuple[tuple[tuple[str, ...], float, float], ...] = ()
     fitted_on: str = field(default="numpy", repr=False)  # the output kind matching the input
 
     def sample_codes(self, n: int, *, rng: RNGLike = None) -> npt.NDArray[np.int64]:
@@ -107,6 +117,25 @@ def _kind(data: object) -> str:
     return top if top in ("pandas", "polars") else "numpy"
 
 
+def _workload(domain: Domain, workload: object) -> list[tuple[int, ...]]:
+    """Column indices of the workload's marginals; default: every 3-way marginal (every
+    column together when there are fewer than three)."""
+    names = list(domain.names)
+    if workload is None:
+        k = min(3, len(names))
+        return list(itertools.combinations(range(len(names)), k))
+    if isinstance(workload, (str, bytes)) or not isinstance(workload, Sequence) or not workload:
+        raise DataError("workload must be a non-empty list of tuples of column names.")
+    out: list[tuple[int, ...]] = []
+    for s in workload:
+        if isinstance(s, (str, bytes)) or not isinstance(s, Sequence) or not s:
+            raise DataError("each workload entry must be a non-empty tuple of column names.")
+        if any(c not in names for c in s) or len(set(s)) != len(s):
+            raise DataError("a workload entry names an unknown or repeated column.")
+        out.append(tuple(sorted(names.index(c) for c in s)))
+    return out
+
+
 def _rows(n: object) -> int:
     if isinstance(n, bool) or not isinstance(n, numbers.Integral) or int(n) < 0:
         raise DataError(f"n must be a non-negative integer, got {n!r}.")
@@ -143,19 +172,41 @@ def _check_method(method: object) -> str:
     return str(method)
 
 
+def _check_estimator(estimator: object) -> str:
+    if estimator not in ESTIMATORS:
+        raise PrivacyParameterError(f"estimator must be one of {ESTIMATORS}.")
+    return str(estimator)
+
+
+def _check_cells_param(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise PrivacyParameterError(f"{name} must be a positive integer.")
+    return int(value)
+
+
 class Synthesizer:
     """A private synthetic-data generator for mixed numeric/categorical tables.
 
     It measures low-order marginals of the encoded table (:class:`Domain` cells) with exact
-    discrete Gaussian noise and fits a graphical model (a Bayesian network whose families have
-    at most three columns) from which any number of synthetic rows can be drawn.
+    discrete Gaussian noise and fits one graphical model to all of them, from which any number
+    of synthetic rows can be drawn.
 
-    * ``method="aim"`` (default): adaptive selection of marginals after McKenna et al. (PVLDB
-      2022): each round the exponential mechanism picks a column and one or two parents by
-      AIM's quality score, which trades the model's error against the measurement's noise.
-    * ``method="mst"``: MST (McKenna, Miklau & Sheldon 2021): a maximum spanning tree of pair
-      marginals, chosen privately edge by edge, then measured.
+    * ``method="aim"`` (default): AIM (McKenna, Mullins, Sheldon & Miklau, PVLDB 2022): every
+      one-way marginal, then rounds until the budget is spent; each round the exponential
+      mechanism picks a marginal of the workload (or a subset of one) by the fitted model's
+      current error on it, weighed against the noise its measurement would add, among those
+      that keep the model within ``max_model_cells``; noise and selection budget anneal when a
+      measurement stops changing the model.
+    * ``method="mst"``: MST (McKenna, Miklau & Sheldon 2021): one-way marginals, a maximum
+      spanning tree of pair marginals chosen privately edge by edge, then the tree's pairs.
     * ``method="independent"``: one-way marginals only; the baseline.
+
+    ``estimator="pgm"`` (default) fits, after Private-PGM (McKenna, Sheldon & Miklau 2019), the
+    Markov random field that best explains every noisy measurement at once (mirror descent with
+    exact junction-tree inference), warm-started from the closed form. ``estimator="closed"``
+    is the fast option: a Bayesian network whose conditionals are each read from one noisy
+    marginal, with AIM restricted to d − 1 rounds that each add a column and at most two
+    parents (a fit takes a fraction of a second, at some cost in accuracy).
 
     Parameters
     ----------
@@ -174,15 +225,26 @@ class Synthesizer:
         Largest marginal the fit may measure. A column larger than this, or (MST) columns that
         cannot be joined into a tree by pairs within it, are refused before anything is
         charged, with the memory they would need; AIM only considers marginals within it.
+    estimator : {"pgm", "closed"}
+        Joint fit of every measurement (default), or the closed form (faster).
+    max_model_cells : int
+        AIM with ``estimator="pgm"``: the largest junction tree (cells summed over its cliques)
+        the model may grow to; after a fraction f of ρ is spent, only f of it (AIM's schedule).
+    workload : list of tuple of str, optional
+        AIM: the marginals the table should preserve (default: every 3-way marginal). Its
+        candidates are these and their subsets, each weighted by its overlap with the workload.
 
     Notes
     -----
     Privacy guarantee. :attr:`event` is known at construction: d one-way measurements, and for
-    MST/AIM d − 1 rounds of one exponential-mechanism selection (ε²/8-zCDP, Cesar & Rogers
-    2021) and one marginal measurement (Δ²/(2σ²)-zCDP, Canonne, Kamath & Steinke 2020). The
-    whole fit is ρ-zCDP by composition (Bun & Steinke 2016), hence (ε, δ)-DP; it is charged
-    before any noise is drawn, and data are validated before the charge. The synthetic rows
-    are post-processing (Wasserman & Zhou 2010: sampling from a private model is private).
+    MST (and AIM with the closed form) d − 1 rounds of one exponential-mechanism selection
+    (ε²/8-zCDP, Cesar & Rogers 2021) and one marginal measurement (Δ²/(2σ²)-zCDP, Canonne,
+    Kamath & Steinke 2020). AIM with the joint fit chooses σ and ε round by round, so its event
+    is the one-way measurements and ρ-zCDP for the rest; its rounds spend exactly that rest and
+    never more (the last one takes what is left). The whole fit is ρ-zCDP by composition (Bun &
+    Steinke 2016), hence (ε, δ)-DP; it is charged before any noise is drawn, and data are
+    validated before the charge. The fitted model and the synthetic rows are post-processing of
+    the noisy measurements (sampling from a private model is private).
 
     Examples
     --------
@@ -209,6 +271,9 @@ class Synthesizer:
         method: str = "aim",
         neighbouring: Neighbouring = Neighbouring.ADD_REMOVE,
         max_cells: int = DEFAULT_MAX_CELLS,
+        estimator: str = "pgm",
+        max_model_cells: int = DEFAULT_MAX_MODEL_CELLS,
+        workload: Sequence[Sequence[str]] | None = None,
     ) -> None:
         if not isinstance(domain, Domain):
             raise DataError(f"domain must be a dpkit.release.Domain, got {type(domain).__name__}.")
@@ -235,8 +300,11 @@ class Synthesizer:
             raise PrivacyParameterError(f"max_cells must be a positive integer, got {max_cells!r}.")
         self.domain: Domain = domain
         self.method: str = _check_method(method)
+        self.estimator: str = _check_estimator(estimator)
         self.neighbouring: Neighbouring = neighbouring
         self.max_cells: int = int(max_cells)
+        self.max_model_cells: int = _check_cells_param(max_model_cells, "max_model_cells")
+        self.workload: list[tuple[int, ...]] = _workload(domain, workload)
         self._check_size()
         self.plan: Plan = make_plan(
             self.method,
@@ -244,6 +312,8 @@ class Synthesizer:
             len(domain.names),
             neighbouring is Neighbouring.REPLACE,
             self.max_cells,
+            self.estimator,
+            self.max_model_cells,
         )
 
     def _check_size(self) -> None:
@@ -307,7 +377,17 @@ class Synthesizer:
         codes = self.domain.encode(data, missing)
         charge(accountant, self.event, f"synthesizer ({self.method})", delta=self.delta, rng=rng)
         gen = as_generator(rng)
-        net, n_hat, measured = fit_model(codes, self.domain.shape, self.plan, gen, progress)
+        shape = self.domain.shape
+        rounds: list[RoundRecord] = []
+        if self.estimator == "pgm" and self.method == "aim":
+            pgm, n_hat, rounds = fit_aim(codes, shape, self.plan, self.workload, gen, progress)
+            net = pgm.to_network()
+            measured = [(c,) for c in range(len(shape))] + [r for r, _, _ in rounds]
+        elif self.estimator == "pgm" and self.method == "mst":
+            pgm, n_hat, measured = fit_mst_pgm(codes, shape, self.plan, gen, progress)
+            net = pgm.to_network()
+        else:
+            net, n_hat, measured = fit_model(codes, shape, self.plan, gen, progress)
         names = self.domain.names
         return SyntheticModel(
             self.domain,
@@ -315,6 +395,7 @@ class Synthesizer:
             n_hat,
             tuple(tuple(names[c] for c in cols) for cols in measured),
             self.event,
+            tuple((tuple(names[c] for c in r), s, e) for r, s, e in rounds),
             _kind(data),
         )
 

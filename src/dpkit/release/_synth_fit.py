@@ -1,4 +1,4 @@
-"""The fitting loops of the synthesisers: measure, select, estimate (all after the charge).
+"""Closed-form fitting loops (``estimator="closed"``): measure, select, estimate, after the charge.
 
 * ``independent``: every one-way marginal, nothing else (the baseline every method must beat).
 * ``mst``: one-way marginals, then a maximum spanning tree chosen by the exponential mechanism

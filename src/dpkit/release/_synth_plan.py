@@ -6,6 +6,12 @@ spends a share on one-way marginals and the rest over rounds, each split between
 mechanism (selection) and a Gaussian measurement (α = 0.9 to measurement). Here the number of
 rounds is fixed in advance (one per column after the first), so the whole plan — and its event —
 is known before any data are read, and is charged at once.
+
+With the joint estimator (``estimator="pgm"``) AIM runs as its authors define it: the one-way
+marginals at σ₀ = Δ·√(T/(2αρ)) with T = 16·d, then rounds whose σ and ε anneal with the data
+until ρ is spent exactly. The number of rounds then depends on the data, but the total does not:
+the plan's event is the one-way measurements composed with a zCDP event for the rest of ρ, known
+before the data are read and charged at once, and the loop never spends more than it.
 """
 
 from __future__ import annotations
@@ -19,12 +25,20 @@ from dpkit.accounting import (
     Event,
     ExponentialEvent,
     SelfComposedEvent,
+    ZCDPEvent,
 )
 from dpkit.noise import sampled_sigma
 
-__all__ = ["METHODS", "Plan", "make_plan"]
+__all__ = ["AIM_ALPHA", "ESTIMATORS", "METHODS", "Plan", "make_plan"]
 
 METHODS = ("aim", "independent", "mst")
+ESTIMATORS = ("pgm", "closed")
+
+AIM_ALPHA = 0.9
+"""AIM's share of each round's ρ spent on measurement (McKenna et al. 2022, Alg. 1)."""
+
+AIM_ROUNDS_PER_COLUMN = 16
+"""AIM's T = 16·d: the nominal number of rounds that sets σ₀ and ε₀ (ibid., §5)."""
 
 ONE_WAY_SHARE = {"aim": 0.15, "mst": 1.0 / 3.0, "independent": 1.0}
 """Share of ρ on one-way marginals. AIM's own start measures them at the round scale; a fixed
@@ -47,6 +61,8 @@ class Plan:
     sigma_round: float
     sensitivity: float
     max_cells: int
+    adaptive: bool = False
+    max_model_cells: int = 0
 
     @property
     def score_sensitivity(self) -> float:
@@ -56,6 +72,19 @@ class Plan:
     @property
     def event(self) -> Event:
         """The composed event of the whole fit."""
+        if self.adaptive:
+            one = self.columns * self.sensitivity**2 / (2 * self.sigma_one_way**2)
+            return ComposedEvent(
+                events=(
+                    SelfComposedEvent(
+                        DiscreteGaussianEvent(
+                            sigma=self.sigma_one_way, sensitivity=self.sensitivity, dimension=2
+                        ),
+                        count=self.columns,
+                    ),
+                    ZCDPEvent(rho=self.rho - one),
+                )
+            )
         parts: list[Event] = [
             SelfComposedEvent(
                 DiscreteGaussianEvent(
@@ -80,6 +109,8 @@ class Plan:
 
     def spent_rho(self) -> float:
         """ρ of the plan: Δ²/(2σ²) per measurement, ε²/8 per selection (Cesar & Rogers 2021)."""
+        if self.adaptive:
+            return self.rho
         r = self.columns * self.sensitivity**2 / (2 * self.sigma_one_way**2)
         if self.rounds:
             r += self.rounds * self.select_epsilon**2 / 8
@@ -98,11 +129,27 @@ def _sampleable(sens: float, rho: float) -> float:
     return sigma
 
 
-def make_plan(method: str, rho: float, columns: int, replace: bool, max_cells: int) -> Plan:
+def make_plan(
+    method: str,
+    rho: float,
+    columns: int,
+    replace: bool,
+    max_cells: int,
+    estimator: str = "closed",
+    max_model_cells: int = 0,
+) -> Plan:
     """Split ``rho`` over the steps of ``method`` for a table of ``columns`` columns."""
     sens = math.sqrt(2.0) if replace else 1.0
     # A hair below ρ so that rounding in the accountant's sums can never tip the charge over.
     rho = rho * (1 - 1e-9)
+    if method == "aim" and estimator == "pgm":
+        t = AIM_ROUNDS_PER_COLUMN * columns
+        sigma0 = _sampleable(sens, AIM_ALPHA * rho / t)
+        _sampleable(sens, AIM_ALPHA * AIM_ALPHA * rho / t)  # the last round's largest σ
+        eps0 = math.sqrt(8 * (1 - AIM_ALPHA) * rho / t)
+        return Plan(
+            method, rho, columns, sigma0, t, eps0, sigma0, sens, max_cells, True, max_model_cells
+        )
     rounds = 0 if method == "independent" else columns - 1
     share = ONE_WAY_SHARE[method] if rounds else 1.0
     rho1 = rho * share / columns

@@ -1,0 +1,301 @@
+"""One graphical model consistent with every noisy marginal at once (Private-PGM's estimator).
+
+McKenna, Sheldon & Miklau (2019, "Graphical-model based estimation and inference for
+differential privacy") estimate a table from noisy marginals y_i = M_i(D) + N(0, σ_i²) by the
+distribution p̂ that minimises the weighted least-squares loss
+
+    L(μ) = Σ_i ‖M_i(μ) − y_i‖² / (2σ_i²)
+
+over the marginal polytope. The minimiser is a Markov random field whose potentials live on the
+measured column sets, so the problem is solved in the potentials θ by mirror descent: θ ← θ −
+α·∇_μ L(μ(θ)), with μ(θ) the model's marginals computed exactly by belief propagation on a
+junction tree (:mod:`dpkit.release._junction`), and α set by Armijo backtracking. Every
+measurement informs every overlapping one, which the closed form of
+:mod:`dpkit.release._graphical` (each conditional read from its own table) cannot do.
+
+Everything here reads only the noisy measurements, their σ and the public shape: it is
+post-processing and changes no privacy guarantee.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from dpkit.release._graphical import BayesNet, Family
+from dpkit.release._junction import Factor, JunctionTree, junction_tree
+
+__all__ = ["MarkovModel", "NoisyMarginal", "fit_markov", "potentials_from_net"]
+
+FloatArray = npt.NDArray[np.float64]
+Cols = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class NoisyMarginal:
+    """A noisy marginal on sorted columns ``cols`` (axes in that order) and its noise σ."""
+
+    cols: Cols
+    values: FloatArray
+    sigma: float
+
+    @staticmethod
+    def of(cols: Sequence[int], noisy: npt.ArrayLike, sigma: float) -> NoisyMarginal:
+        """From a table whose axes follow ``cols`` in any order."""
+        order = np.argsort(cols)
+        vals = np.transpose(np.asarray(noisy, dtype=np.float64), order)
+        return NoisyMarginal(tuple(int(cols[i]) for i in order), vals, float(sigma))
+
+
+def _maximal(sets: Sequence[Cols]) -> list[Cols]:
+    out: list[Cols] = []
+    for s in sorted(set(sets), key=len, reverse=True):
+        if not any(set(s) <= set(o) for o in out):
+            out.append(s)
+    return out
+
+
+@dataclass(frozen=True)
+class MarkovModel:
+    """A fitted Markov random field: potentials on ``sets`` and its calibrated junction tree."""
+
+    shape: tuple[int, ...]
+    sets: tuple[Cols, ...]
+    potentials: tuple[FloatArray, ...] = field(repr=False)
+    total: float
+    tree: JunctionTree = field(repr=False)
+    marginals: tuple[Factor, ...] = field(repr=False)
+
+    def project(self, cols: Sequence[int]) -> FloatArray:
+        """The model's marginal (counts summing to ``total``) on ``cols``, axes in that order."""
+        want = tuple(sorted(int(c) for c in cols))
+        fits = [i for i, c in enumerate(self.tree.cliques) if set(want) <= set(c)]
+        if fits:
+            table = self.marginals[fits[0]].sum_to(want).values
+        else:
+            table = self._eliminate(want).values
+        return np.asarray(np.transpose(table, [want.index(int(c)) for c in cols]), dtype=np.float64)
+
+    @functools.cached_property
+    def _conditionals(self) -> dict[int, Factor]:
+        """The root clique's marginal and every other clique's conditional given its
+        separator: the factorisation the marginal queries eliminate from."""
+        tree = self.tree
+        factors: dict[int, Factor] = {0: self.marginals[0]}
+        for child, par in tree.order:
+            sep = tree.separator(child, par)
+            mu = self.marginals[child]
+            den = mu.sum_to(sep).expand(mu.cols)
+            cond = np.divide(mu.values, den, out=np.zeros_like(mu.values), where=den > 0)
+            factors[child] = Factor(mu.cols, cond)
+        return factors
+
+    def _eliminate(self, want: Cols) -> Factor:
+        """Marginal of columns spread over several cliques: variable elimination on the
+        tree's factorisation root marginal × Π P(clique − separator | separator)."""
+        tree = self.tree
+        factors = dict(self._conditionals)
+        parent = dict(tree.order)
+        # Prune leaves whose own columns are all summed out: a conditional sums to one.
+        pruned = True
+        while pruned:
+            pruned = False
+            for c in list(factors):
+                if c == 0 or any(parent.get(o) == c for o in factors):
+                    continue
+                own = set(tree.cliques[c]) - set(tree.separator(c, parent[c]))
+                if not own & set(want):
+                    del factors[c]
+                    pruned = True
+        pool = list(factors.values())
+        drop = sorted({v for f in pool for v in f.cols} - set(want))
+        while drop:
+            # eliminate the column whose product of factors is smallest
+            v = min(drop, key=lambda v: _joined_cells(self.shape, pool, v))
+            drop.remove(v)
+            hit = [f for f in pool if v in f.cols]
+            pool = [f for f in pool if v not in f.cols]
+            prod = hit[0]
+            for f in hit[1:]:
+                prod = prod * f
+            pool.append(prod.sum_to(c for c in prod.cols if c != v))
+        out = pool[0]
+        for f in pool[1:]:
+            out = out * f
+        return out
+
+    def to_network(self) -> BayesNet:
+        """The same distribution as a Bayesian network (for ancestral sampling): each clique's
+        new columns given its separator, root first."""
+        tree = self.tree
+        fams: list[Family] = []
+        placed: list[int] = []
+        visit = [(0, ())] + [(c, tree.separator(c, p)) for c, p in reversed(tree.order)]
+        for idx, sep in visit:
+            mu = self.marginals[idx]
+            for col in (c for c in mu.cols if c not in sep and c not in placed):
+                parents = tuple(sorted(set(sep) | (set(mu.cols) & set(placed))))
+                joint = mu.sum_to((*parents, col)).values  # sorted axes
+                axes = (*parents, col)
+                srt = sorted(axes)
+                table = np.transpose(joint, [srt.index(a) for a in axes])
+                rows = table.sum(axis=-1, keepdims=True)
+                k = table.shape[-1]
+                cond = np.divide(table, rows, out=np.full_like(table, 1.0 / k), where=rows > 0)
+                fams.append(Family(col, parents, np.asarray(cond, dtype=np.float64)))
+                placed.append(col)
+        return BayesNet(self.shape, tuple(fams))
+
+
+def _joined_cells(shape: tuple[int, ...], pool: list[Factor], v: int) -> int:
+    return math.prod(shape[c] for c in {c for f in pool if v in f.cols for c in f.cols})
+
+
+def potentials_from_net(net: BayesNet, sets: Sequence[Cols]) -> dict[Cols, FloatArray]:
+    """Log-potentials on ``sets`` that reproduce a Bayesian network whose every family lies
+    within one of them: the closed form's estimate, as a warm start for mirror descent."""
+    pots = {s: np.zeros([net.shape[c] for c in s]) for s in sets}
+    for fam in net.families:
+        fcols = (*fam.parents, fam.child)
+        home = min((s for s in sets if set(fcols) <= set(s)), key=len)
+        logt = np.log(np.maximum(fam.table, 1e-300))
+        f = NoisyMarginal.of(fcols, logt, 1.0)
+        pots[home] = pots[home] + Factor(f.cols, f.values).expand(home)
+    return pots
+
+
+def _model(
+    shape: tuple[int, ...], sets: list[Cols], pots: list[FloatArray], tree: JunctionTree,
+    total: float,
+) -> MarkovModel:  # fmt: skip
+    clique_pots = [np.zeros([shape[c] for c in cl]) for cl in tree.cliques]
+    for s, p in zip(sets, pots, strict=True):
+        h = tree.home(s)
+        clique_pots[h] = clique_pots[h] + Factor(s, p).expand(tree.cliques[h])
+    margs = tree.calibrate(clique_pots, total)
+    return MarkovModel(shape, tuple(sets), tuple(pots), total, tree, tuple(margs))
+
+
+def _pooled(measurements: Sequence[NoisyMarginal]) -> list[NoisyMarginal]:
+    """Measurements of the same columns merged into their inverse-variance mean, whose loss
+    differs from theirs by a constant: the same minimiser, fewer terms."""
+    groups: dict[Cols, list[NoisyMarginal]] = {}
+    for m in measurements:
+        groups.setdefault(m.cols, []).append(m)
+    out = []
+    for cols, ms in groups.items():
+        w = [1.0 / m.sigma**2 for m in ms]
+        y = sum(wi * m.values for wi, m in zip(w, ms, strict=True)) / sum(w)
+        out.append(NoisyMarginal(cols, np.asarray(y, dtype=np.float64), 1.0 / math.sqrt(sum(w))))
+    return out
+
+
+class _Loss:
+    """The loss, its gradient by set and the clique marginals, with every axis and broadcast
+    shape worked out once (mirror descent evaluates them hundreds of times)."""
+
+    def __init__(
+        self, shape: tuple[int, ...], sets: list[Cols], tree: JunctionTree,
+        measurements: Sequence[NoisyMarginal], total: float,
+    ) -> None:  # fmt: skip
+        self.tree, self.total, self.sets = tree, total, sets
+        self.set_home = [tree.home(s) for s in sets]
+        homes = [tree.cliques[h] for h in self.set_home]
+        self.set_shape = [tree._axes(s, c)[1] for s, c in zip(sets, homes, strict=True)]
+        self.set_axes = [tree._axes(c, s)[0] for s, c in zip(sets, homes, strict=True)]
+        self.clique_shape = [tuple(shape[c] for c in cl) for cl in tree.cliques]
+        self.meas: list[tuple[int, tuple[int, ...], tuple[int, ...], FloatArray, float]] = []
+        for m in _pooled(measurements):
+            i = min(
+                (k for k, s in enumerate(sets) if set(m.cols) <= set(s)),
+                key=lambda k: len(sets[k]),
+            )
+            axes, bshape = tree._axes(sets[i], m.cols)[0], tree._axes(m.cols, sets[i])[1]
+            self.meas.append((i, axes, bshape, m.values, 1.0 / m.sigma**2))
+
+    def __call__(self, theta: list[FloatArray]) -> tuple[float, list[FloatArray], list[FloatArray]]:
+        """(loss, gradient by set, model marginal by set)."""
+        pots = [np.zeros(s) for s in self.clique_shape]
+        for t, h, bs in zip(theta, self.set_home, self.set_shape, strict=True):
+            pots[h] = pots[h] + t.reshape(bs)
+        full, log_z = self.tree.calibrate_log(pots)
+        # one exponential per clique, however many sets it holds
+        probs = {h: np.exp(full[h] - (log_z - math.log(self.total))) for h in set(self.set_home)}
+        mus = [
+            probs[h].sum(axis=ax) if ax else probs[h]
+            for h, ax in zip(self.set_home, self.set_axes, strict=True)
+        ]
+        grads = [np.zeros_like(t) for t in theta]
+        loss = 0.0
+        for i, axes, bshape, y, w in self.meas:
+            diff = mus[i].sum(axis=axes) - y if axes else mus[i] - y
+            loss += 0.5 * w * float((diff * diff).sum())
+            grads[i] = grads[i] + (w * diff).reshape(bshape)
+        return loss, grads, mus
+
+
+def fit_markov(
+    shape: Sequence[int],
+    measurements: Sequence[NoisyMarginal],
+    total: float,
+    *,
+    warm: dict[Cols, FloatArray] | None = None,
+    iterations: int = 200,
+) -> MarkovModel:
+    """The model minimising Σ ‖M_i(μ) − y_i‖²/(2σ_i²) by mirror descent (Armijo steps).
+
+    Parameters
+    ----------
+    shape : sequence of int
+        Cells of every column (public).
+    measurements : sequence of NoisyMarginal
+        The noisy marginals; each weighs 1/σ².
+    total : float
+        The (estimated) number of records: every model marginal sums to it.
+    warm : dict, optional
+        Starting log-potentials by column set (a set contained in a measured one is added into
+        it), e.g. from :func:`potentials_from_net` or an earlier fit; zero elsewhere.
+    iterations : int
+        Mirror-descent steps.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> y = NoisyMarginal((0, 1), np.array([[40.0, 10.0], [10.0, 40.0]]), 1.0)
+    >>> m = fit_markov((2, 2), [y], 100.0, iterations=300)
+    >>> np.round(m.project((0, 1))).tolist()
+    [[40.0, 10.0], [10.0, 40.0]]
+    """
+    shape = tuple(int(s) for s in shape)
+    sets = _maximal([m.cols for m in measurements] + [(c,) for c in range(len(shape))])
+    tree = junction_tree(shape, sets)
+    pots = {s: np.zeros([shape[c] for c in s]) for s in sets}
+    for s, p in (warm or {}).items():
+        home = min((o for o in sets if set(s) <= set(o)), key=len)
+        pots[home] = pots[home] + Factor(s, np.asarray(p, dtype=np.float64)).expand(home)
+    theta = [pots[s] for s in sets]
+    evaluate = _Loss(shape, sets, tree, measurements, total)
+    loss, grads, mus = evaluate(theta)
+    # A step of α changes a cell's mass μ by about α·μ·gradient; σ²/n̂ keeps the first step
+    # inside the region where the quadratic model of the loss holds, and Armijo adapts it.
+    alpha = min(m.sigma for m in measurements) ** 2 / max(total, 1.0)
+    for _ in range(iterations):
+        alpha *= 2.0
+        for _ in range(30):
+            cand = [t - alpha * g for t, g in zip(theta, grads, strict=True)]
+            new_loss, new_grads, new_mus = evaluate(cand)
+            gain = sum(
+                float((g * (a - b)).sum()) for g, a, b in zip(grads, mus, new_mus, strict=True)
+            )
+            if loss - new_loss >= 0.5 * gain:
+                break
+            alpha *= 0.5
+        else:
+            break  # no step decreases the loss: converged to rounding
+        theta, mus, loss, grads = cand, new_mus, new_loss, new_grads
+    return _model(shape, sets, theta, tree, total)

@@ -1,0 +1,181 @@
+"""AIM and MST as their authors define them, on the jointly fitted graphical model (after the
+charge).
+
+* AIM (McKenna, Mullins, Sheldon & Miklau, PVLDB 2022, Alg. 1): measure every one-way marginal
+  at σ₀ = Δ·√(T/(2αρ)) (T = 16d, α = 0.9); then rounds until ρ is spent. Each round the
+  candidates are the workload's marginals and their subsets (the downward closure) whose
+  addition keeps the model's junction tree within ``(ρ_used/ρ)·max_model_cells``; the
+  exponential mechanism (ε per round, sensitivity max w_r) picks one by
+  w_r·(‖M_r(D) − M_r(p̂)‖₁ − √(2/π)·σ·n_r), with w_r = Σ_{s ∈ W} |r ∩ s|; it is measured at σ
+  and the model refitted jointly (warm-started). When the refitted model moved that marginal by
+  less than the noise expected of its measurement, σ halves and ε doubles (annealing); when what
+  is left of ρ cannot pay two more rounds, the last round spends it exactly.
+* MST (McKenna, Miklau & Sheldon 2021, Alg. 1): ρ/3 on the one-way marginals, ρ/3 on choosing a
+  maximum spanning tree of pairs edge by edge (exponential mechanism on the one-way model's L1
+  error, :func:`_mst_edges`), ρ/3 on measuring the tree's pairs; then one joint fit.
+
+The model's marginals M_r(p̂) come from the fitted model (:mod:`dpkit.release._pgm`), never from
+the data; only the scores M_r(D) read the data, through the exponential mechanism.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+
+import numpy as np
+import numpy.typing as npt
+
+from dpkit.mechanisms import Exponential
+from dpkit.noise import sampled_sigma
+from dpkit.release._graphical import BayesNet, Family, conditional, one_way
+from dpkit.release._junction import model_cells
+from dpkit.release._marginals import marginal, measure
+from dpkit.release._pgm import MarkovModel, NoisyMarginal, fit_markov, potentials_from_net
+from dpkit.release._synth_fit import _mst_edges, _tree_families
+from dpkit.release._synth_plan import AIM_ALPHA, Plan
+
+__all__ = ["RoundRecord", "fit_aim", "fit_mst_pgm", "workload_weights"]
+
+IntArray = npt.NDArray[np.int64]
+Progress = Callable[[int, int], None]
+Cols = tuple[int, ...]
+
+ROUND_ITERATIONS = 25
+"""Mirror-descent steps after each measurement (warm-started, so few are needed)."""
+
+FINAL_ITERATIONS = 200
+"""Mirror-descent steps of the final estimate."""
+
+RoundRecord = tuple[Cols, float, float]
+"""One AIM round: the marginal measured, its σ and the selection ε."""
+
+
+def workload_weights(d: int, workload: list[Cols]) -> dict[Cols, float]:
+    """AIM's candidates (the workload's downward closure) and weights w_r = Σ_s |r ∩ s|."""
+    closure = {
+        sub for s in workload for k in range(1, len(s) + 1) for sub in itertools.combinations(s, k)
+    }
+    del d
+    return {r: float(sum(len(set(r) & set(s)) for s in workload)) for r in sorted(closure)}
+
+
+def _total(noisy: list[IntArray]) -> float:
+    # n̂: the one-way tables' noisy totals weighted by 1/cells (their variances), at least 1
+    w = np.array([1.0 / t.size for t in noisy])
+    s = np.array([float(t.sum()) for t in noisy])
+    return max(1.0, float((w * s).sum() / w.sum()))
+
+
+def _one_ways(
+    codes: IntArray, shape: tuple[int, ...], sigma: float, gen: np.random.Generator
+) -> tuple[list[NoisyMarginal], float, BayesNet]:
+    tabs = [measure(codes, shape, (c,), sigma, gen).noisy for c in range(len(shape))]
+    n_hat = _total(tabs)
+    net = BayesNet(shape, tuple(Family(c, (), one_way(t, n_hat)) for c, t in enumerate(tabs)))
+    return [NoisyMarginal.of((c,), t, sigma) for c, t in enumerate(tabs)], n_hat, net
+
+
+def fit_aim(
+    codes: IntArray,
+    shape: tuple[int, ...],
+    plan: Plan,
+    workload: list[Cols],
+    gen: np.random.Generator,
+    progress: Progress | None = None,
+) -> tuple[MarkovModel, float, list[RoundRecord]]:
+    """AIM's loop; returns the final model, n̂ and each round's (marginal, σ, ε)."""
+    d = len(shape)
+    sens = plan.sensitivity
+    sigma, eps = plan.sigma_one_way, plan.select_epsilon
+    meas, n_hat, closed = _one_ways(codes, shape, sigma, gen)
+    budget = plan.rho  # the whole plan; the one-way tables are its first d measurements
+    used = d * sens**2 / (2 * sigma**2)
+    weights = workload_weights(d, workload)
+    cands = [r for r in weights if math.prod(shape[c] for c in r) <= plan.max_cells]
+    exact = {r: marginal(codes, shape, r).astype(np.float64) for r in cands}
+    score_sens = plan.score_sensitivity * max(weights[r] for r in cands)
+    warm = potentials_from_net(closed, [(c,) for c in range(d)])
+    model = fit_markov(shape, meas, n_hat, warm=warm, iterations=ROUND_ITERATIONS)
+    rounds: list[RoundRecord] = []
+    final = not cands
+    while not final:
+        left = budget - used
+        step = sens**2 / (2 * sigma**2) + eps**2 / 8
+        if left < 2 * step:
+            # The last round spends what is left exactly (α to measurement, as every round);
+            # the hair below keeps float rounding from tipping the sum over the charge. A
+            # round before it left at least one round's ρ, so σ ≤ σ₀/√α (checked at planning).
+            final = True
+            last = left * (1 - 1e-12)
+            sigma = sampled_sigma(sens / math.sqrt(2 * AIM_ALPHA * last))
+            # σ is rounded up to one the exact sampler draws; ε takes what that leaves
+            eps = math.sqrt(8 * (last - sens**2 / (2 * sigma**2)))
+            step = sens**2 / (2 * sigma**2) + eps**2 / 8
+        used += step
+        sets = [m.cols for m in meas]
+        cap = used / budget * plan.max_model_cells
+        # A marginal inside a measured set adds nothing to the model and is always a candidate
+        # (every one-way marginal is), so the list is never empty.
+        ok = [
+            r
+            for r in cands
+            if any(set(r) <= set(s) for s in sets) or model_cells(shape, [*sets, r]) <= cap
+        ]
+        bias = math.sqrt(2 / math.pi) * sigma
+        scores = np.array(
+            [
+                weights[r]
+                * (float(np.abs(exact[r] - model.project(r)).sum()) - bias * exact[r].size)
+                for r in ok
+            ]
+        )
+        em = Exponential(epsilon=eps, sensitivity=score_sens)
+        r = ok[em.select_index(scores, rng=gen)]
+        m = measure(codes, shape, r, sigma, gen)
+        meas.append(NoisyMarginal.of(r, m.noisy, sigma))
+        rounds.append((r, sigma, eps))
+        before = model.project(r)
+        model = fit_markov(shape, meas, n_hat, warm=_carry(model), iterations=ROUND_ITERATIONS)
+        if float(np.abs(model.project(r) - before).sum()) <= bias * before.size:
+            sigma, eps = sampled_sigma(sigma / 2), eps * 2
+        if progress is not None:  # steps: the one-way tables, then ρ spent in T-ths
+            progress(1 + min(plan.rounds - 1, int(plan.rounds * used / budget)), 1 + plan.rounds)
+    model = fit_markov(shape, meas, n_hat, warm=_carry(model), iterations=FINAL_ITERATIONS)
+    if progress is not None:
+        progress(1 + plan.rounds, 1 + plan.rounds)
+    return model, n_hat, rounds
+
+
+def _carry(model: MarkovModel) -> dict[Cols, npt.NDArray[np.float64]]:
+    return dict(zip(model.sets, model.potentials, strict=True))
+
+
+def fit_mst_pgm(
+    codes: IntArray,
+    shape: tuple[int, ...],
+    plan: Plan,
+    gen: np.random.Generator,
+    progress: Progress | None = None,
+) -> tuple[MarkovModel, float, list[Cols]]:
+    """MST's measure–select–measure, then one joint fit warm-started from the tree's closed
+    form (each edge's conditional read from its own noisy table)."""
+    d = len(shape)
+    meas, n_hat, closed = _one_ways(codes, shape, plan.sigma_one_way, gen)
+    priors = [f.table for f in closed.families]
+    if progress is not None:
+        progress(1, 1 + plan.rounds)
+    edges = _mst_edges(codes, shape, priors, n_hat, plan, gen, progress)
+    fams: list[Family] = []
+    for child, parents in _tree_families(d, edges):
+        if not parents:
+            fams.append(Family(child, (), priors[child]))
+            continue
+        m = measure(codes, shape, (*parents, child), plan.sigma_round, gen)
+        meas.append(NoisyMarginal.of((*parents, child), m.noisy, plan.sigma_round))
+        fams.append(Family(child, parents, conditional(m.noisy, m.sigma, n_hat, priors[child])))
+    sets = [m.cols for m in meas]
+    warm = potentials_from_net(BayesNet(shape, tuple(fams)), sets)
+    model = fit_markov(shape, meas, n_hat, warm=warm, iterations=FINAL_ITERATIONS)
+    return model, n_hat, sets
