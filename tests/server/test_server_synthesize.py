@@ -171,3 +171,16 @@ def test_an_underpriced_synthesizer_is_refused_before_any_charge() -> None:
     with pytest.raises(PrivacyParameterError, match="does not fit the price"):
         reg.prepare("cheap", {"rows": 5, "epsilon": 1.0, "delta": 1e-6}, schema,
                     dummy_table(schema, 50))  # fmt: skip
+
+
+def test_the_joint_fit_is_asked_for_and_a_bad_estimator_is_refused(
+    survey_spec: dict[str, Any],
+) -> None:
+    reg = default_registry()
+    schema = DatasetSchema.from_dict(survey_spec)
+    params = {"rows": 5, "epsilon": 1.0, "delta": 1e-6, "columns": ["age", "sex"]}
+    with pytest.raises(DataError, match="estimator must be"):
+        reg.prepare("synthesize", {**params, "estimator": "best"}, schema, dummy_table(schema))
+    closed = reg.prepare("synthesize", params, schema, dummy_table(schema, 50))
+    joint = reg.prepare("synthesize", {**params, "estimator": "pgm"}, schema, dummy_table(schema))
+    assert closed.epsilon == joint.epsilon == 1.0  # the same price, either way

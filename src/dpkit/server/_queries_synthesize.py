@@ -27,7 +27,7 @@ from dpkit.server._schema import Column, DatasetSchema, Table
 __all__ = ["MAX_COLUMNS", "synthesize_entry"]
 
 MAX_COLUMNS = 32
-_ALLOWED = {"columns", "rows", "epsilon", "delta", "method", "bins"}
+_ALLOWED = {"columns", "rows", "epsilon", "delta", "method", "bins", "estimator"}
 _OTHER = "(other)"
 
 
@@ -111,9 +111,15 @@ def synthesize_entry(max_rows: int) -> Callable[[Mapping[str, Any], DatasetSchem
         method = params.get("method", "aim")
         if method not in ("aim", "mst", "independent"):
             raise DataError("method must be 'aim', 'mst' or 'independent'.")
+        # The closed form by default: the joint fit (Private-PGM) is more accurate but takes
+        # seconds to minutes, and every request is priced and answered within the service's
+        # time limits; a caller asks for it with "estimator": "pgm".
+        estimator = params.get("estimator", "closed")
+        if estimator not in ("closed", "pgm"):
+            raise DataError("estimator must be 'closed' or 'pgm'.")
         cols = _columns(params, schema)
         domain = Domain({c.name: _domain_column(c, bins) for c in cols})
-        synth = Synthesizer(domain, epsilon=eps, delta=dlt, method=method)
+        synth = Synthesizer(domain, epsilon=eps, delta=dlt, method=method, estimator=estimator)
 
         def compute(t: Table, rng: Any, meter: Meter) -> Answer:
             data = {c.name: np.asarray(t.columns[c.name]) for c in cols}
