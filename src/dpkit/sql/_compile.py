@@ -263,11 +263,9 @@ class _Compiler:
                 phys = self._fresh("k")
                 self.c.derived[phys] = r.expr
                 out = _default_name(node)
-                values = (
-                    None
-                    if r.nullable and r.values is not None and None not in r.values
-                    else r.values
-                )
+                # a public set only if it cannot hold NULL (a NULL key would be dropped)
+                known = r.values is not None and not r.nullable and None not in r.values
+                values = r.values if known else None
             if phys in self.c.keys:
                 continue
             self.c.keys.append(phys)
@@ -566,13 +564,15 @@ def _not_null(cond: Any, scope: Scope) -> set[str]:
         return _not_null(cond.this, scope)
     if isinstance(cond, exp.And):
         return _not_null(cond.this, scope) | _not_null(cond.expression, scope)
+    inner = cond.this if isinstance(cond, exp.Not) else cond
+    negated = isinstance(cond, exp.Not) != bool(inner.args.get("negate"))
     if (
-        isinstance(cond, exp.Not)
-        and isinstance(cond.this, exp.Is)
-        and isinstance(cond.this.this, exp.Column)
-        and isinstance(cond.this.expression, exp.Null)
+        negated
+        and isinstance(inner, exp.Is)
+        and isinstance(inner.this, exp.Column)
+        and isinstance(inner.expression, exp.Null)
     ):
-        return {scope.resolve(cond.this.this).physical}
+        return {scope.resolve(inner.this).physical}
     return set()
 
 

@@ -62,6 +62,8 @@ def interval_mul(a: tuple[float, float], b: tuple[float, float]) -> tuple[float,
 
 def _lit(value: Any, kind: str) -> RowExpr:
     pl = polars()
+    if value is None:  # NULL: no value, so no part of any range
+        return RowExpr(pl.lit(None), 0.0, 0.0, True, kind, (None,))
     if kind == "num":
         return RowExpr(pl.lit(value), float(value), float(value), False, "num", (value,))
     return RowExpr(pl.lit(value), -INF, INF, value is None, kind, (value,))
@@ -163,6 +165,14 @@ def rowwise(node: Any, resolve: Resolver, *, clamp: bool, allow_unit: bool = Fal
     for cls, op in arith.items():
         if isinstance(node, cls):
             return _arith(op, go(node.this), go(node.expression), clamp)
+    if isinstance(node, exp.Mod):
+        a, b = go(node.this), go(node.expression)
+        if b.values is None or len(b.values) != 1 or not isinstance(b.values[0], int | float):
+            raise QueryRefusedError("% takes a literal, positive divisor.")
+        m = abs(float(b.values[0]))
+        if m == 0:
+            raise QueryRefusedError("% takes a literal, positive divisor.")
+        return RowExpr(a.expr % b.expr, 0.0 if a.lo >= 0 else -m, m, a.nullable, "num")
     cmp = {
         exp.EQ: "eq",
         exp.NEQ: "ne",
@@ -185,7 +195,8 @@ def rowwise(node: Any, resolve: Resolver, *, clamp: bool, allow_unit: bool = Fal
     if isinstance(node, exp.Is):
         if not isinstance(node.expression, exp.Null):
             _refuse_node(node)
-        return _bool(go(node.this).expr.is_null(), False)
+        e = go(node.this).expr
+        return _bool(e.is_not_null() if node.args.get("negate") else e.is_null(), False)
     if isinstance(node, exp.In):
         if node.args.get("query") is not None or node.args.get("unnest") is not None:
             raise QueryRefusedError("IN (subquery) refused: subqueries over private data.")
