@@ -106,7 +106,7 @@ class Table:
     """
 
     name: str
-    columns: tuple[Column, ...] = ()
+    columns: Sequence[Column] = ()
     privacy_unit: str | None = None
     row_privacy: bool = False
     max_groups: int = 1
