@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -228,12 +229,37 @@ class SQLQuery:
             steps.append(f"LIMIT {c.limit} of the released rows (sorted by key first)")
         return tuple(steps)
 
+    def _noise(self, gq: GroupedQuery, eps: float, dlt: float, noise: str | None) -> dict[str, Any]:
+        """Laplace or Gaussian, whichever gives less noise for this plan (public parameters
+        only): with few measures and one group per unit Laplace wins, with many Gaussian."""
+        if noise is not None or dlt == 0:
+            return {} if noise is None else {"noise": noise}
+        try:
+            lap = gq._plan(eps, dlt, "laplace", None, 0.5)
+            gau = gq._plan(eps, dlt, "gaussian", None, 0.5)
+        except PrivacyParameterError:
+            return {}  # one of them cannot be calibrated: the frame's default decides
+        ratios = [math.log(g.sd / m.sd) for g, m in zip(gau.measures, lap.measures, strict=True)]
+        return {"noise": "gaussian" if sum(ratios) < 0 else "laplace"}
+
     def explain(
-        self, tables: object, *, epsilon: float | None = None, delta: float | None = None
+        self,
+        tables: object,
+        *,
+        epsilon: float | None = None,
+        delta: float | None = None,
+        noise: str | None = None,
     ) -> SQLExplanation:
-        """The plan and its whole cost, before anything is charged (reads schemas only)."""
+        """The plan and its whole cost, before anything is charged (reads schemas only).
+
+        ``noise`` (dpkit's dialect): ``"laplace"`` or ``"gaussian"``; by default whichever
+        gives the smaller noise for this plan's bounds (a choice from public parameters only).
+        """
         eps, dlt, extra = self._budget(epsilon, delta)
-        fx = self.frame_query(tables).explain(epsilon=eps, delta=dlt, **extra)
+        gq = self.frame_query(tables)
+        if not self._c.bigquery:
+            extra = self._noise(gq, eps, dlt, noise)
+        fx = gq.explain(epsilon=eps, delta=dlt, **extra)
         dialect = "BigQuery" if self._c.bigquery else "dpkit"
         return SQLExplanation(
             self._c.sql, dialect, self._steps(), fx, fx.epsilon, fx.delta, fx.event
@@ -248,11 +274,14 @@ class SQLQuery:
         accountant: SupportsCharge | None = None,
         rng: RNGLike = None,
         alpha: float = 0.05,
+        noise: str | None = None,
     ) -> SQLRelease:
         """Run the query: one frame release (charged once, for the whole ε, δ), then
-        post-processing of the released table only."""
+        post-processing of the released table only (``noise`` as in :meth:`explain`)."""
         eps, dlt, extra = self._budget(epsilon, delta)
         gq = self.frame_query(tables)
+        if not self._c.bigquery:
+            extra = self._noise(gq, eps, dlt, noise)
         r = gq.release(epsilon=eps, delta=dlt, accountant=accountant, rng=rng, alpha=alpha, **extra)
         dialect = "BigQuery" if self._c.bigquery else "dpkit"
         ex = r.explanation
