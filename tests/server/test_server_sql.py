@@ -93,3 +93,25 @@ def test_refusals_are_free(client: Curator) -> None:
         with pytest.raises(DataError):
             client.sql("visits", bad, epsilon=1.0)
     assert _spent(client) == before
+
+
+def test_refusals_never_echo_the_query(server: Any, client: Curator) -> None:
+    mark = "zq9xmark"
+    queries = [
+        f"SELECT COUNT(*) FROM {mark}",
+        f"SELECT SUM({mark}) FROM visits",
+        f"SELECT {mark}(spend) FROM visits",
+        f"SELECT COUNT(*) FROM visits v WHERE {mark}.spend > 1",
+        f"SELECT COUNT(*) FROM visits WHERE region = '{mark}' AND spend > (SELECT 1)",
+        f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon=1, {mark}=2) COUNT(*) FROM visits",
+        f"SELECT {mark} FROM",
+    ]
+    for q in queries:
+        r = server.http.post("/v1/sql", json={"dataset": "visits", "sql": q, "epsilon": 1.0},
+                             headers={"Authorization": f"Bearer {client_key(client)}"})  # fmt: skip
+        assert r.status_code == 400
+        assert mark not in r.text
+
+
+def client_key(c: Curator) -> str:
+    return str(c._http.headers["Authorization"]).removeprefix("Bearer ")

@@ -132,7 +132,7 @@ def bq_options(comp: _Compiler) -> None:
     unknown = sorted(set(opts) - known)
     if unknown:
         raise QueryRefusedError(
-            f"unknown DIFFERENTIAL_PRIVACY option(s) {unknown}; known: {sorted(known)}."
+            f"unknown DIFFERENTIAL_PRIVACY option(s) ({len(unknown)}); known: {sorted(known)}."
         )
     if "epsilon" not in opts:
         raise QueryRefusedError("OPTIONS needs epsilon = ... (and delta = ... to select groups).")

@@ -68,11 +68,16 @@ class Scope:
                 c = replace(c, nullable=False)
             hits.setdefault(phys, Resolved(phys, c, unit, values))
         if qual is not None and not any(s.alias.lower() == qual for s in self.sources):
-            raise QueryRefusedError(f"unknown table or alias {qual!r} in a column reference.")
+            raise QueryRefusedError(
+                "a column is qualified by a table or alias the query does not read."
+            )
         if not hits:
-            raise QueryRefusedError(f"unknown column {name!r}: it is not in the tables' metadata.")
+            raise QueryRefusedError(
+                "unknown column: a column the query names is not in its tables' metadata "
+                "(names are case-insensitive; the catalog lists the columns)."
+            )
         if len(hits) > 1:
-            raise QueryRefusedError(f"column {name!r} is ambiguous: qualify it with its table.")
+            raise QueryRefusedError("a column name is ambiguous: qualify it with its table.")
         return next(iter(hits.values()))
 
     def public_column(self, physical: str) -> tuple[Source, str] | None:
@@ -100,7 +105,7 @@ def _table_of(node: Any, catalog: Catalog) -> tuple[Table, str]:
         name = str(node.name)
     t = catalog.table(name)
     if t is None:
-        raise QueryRefusedError(f"unknown table {name!r}: it is not in the catalog.")
+        raise QueryRefusedError("unknown table: a table the query reads is not in the catalog.")
     alias = str(node.alias) if node.alias else str(node.name)
     return t, alias
 
@@ -169,7 +174,9 @@ def scope_of(tree: Any, catalog: Catalog) -> Scope:
                 pairs.append((scope.resolve(other).physical, str(mine[0].name).lower()))
         for _, own in pairs:
             if t.column(own) is None:
-                raise QueryRefusedError(f"unknown column {own!r} in a JOIN condition.")
+                raise QueryRefusedError(
+                    "unknown column in a JOIN condition: not in its table's metadata."
+                )
         if not t.public:
             if unit is None or t.privacy_unit is None:
                 raise QueryRefusedError(
