@@ -64,6 +64,8 @@ class Scope:
             values = c.keys
             if s.role == "public":
                 values = None  # read from the public table when the plan is built
+            if s.role == "public" and s.how == "left" and not c.nullable:
+                c = replace(c, nullable=True)  # a private row without a match gets NULLs
             if phys in self.not_null and c.nullable:
                 c = replace(c, nullable=False)
             hits.setdefault(phys, Resolved(phys, c, unit, values))
