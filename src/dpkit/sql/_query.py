@@ -173,7 +173,10 @@ class SQLQuery:
             if c.derived:
                 q = q.with_columns(**c.derived)
         if not c.keys:
-            return q.agg(*c.aggs, max_rows=c.max_rows, max_rows_per_unit=c.max_rows_per_unit)
+            # one group: L1 and L∞ bound the same rows, so one bound (the smaller) is enough and
+            # the frame runs its one-sort plan instead of a window per unit
+            rows = min(c.max_rows, c.max_rows_per_unit or c.max_rows)
+            return q.agg(*c.aggs, max_rows=rows)
         return q.group_by(
             *c.keys,
             public_keys=pk,
