@@ -19,7 +19,6 @@ import os
 import tempfile
 import time
 import warnings
-from typing import Any
 
 import numpy as np
 import polars as pl
@@ -122,7 +121,8 @@ def main() -> None:
         pdf = df.to_pandas()
         rows: list[tuple[str, ...]] = []
         for name, sql in QUERIES:
-            keys = ["state"] if "state" in sql.split("FROM")[0] else (["educ"] if "educ," in sql else [])
+            head = sql.split("FROM")[0]
+            keys = ["state"] if "state" in head else (["educ"] if "educ," in head else [])
             cols = {"count": ["n"], "mean": ["m"], "grouped sum": ["s"], "grouped count": ["n"],
                     "variance": ["v"], "filtered": ["n", "a"]}[name]  # fmt: skip
             ref = exact(df, name)
@@ -131,9 +131,10 @@ def main() -> None:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 cost_eps = float(probe.get_privacy_cost(sql)[0])
-            sn = snsql.from_df(pdf, privacy=Privacy(epsilon=EPS / cost_eps, delta=DELTA), metadata=path)
+            budget = Privacy(epsilon=EPS / cost_eps, delta=DELTA)
+            sn = snsql.from_df(pdf, privacy=budget, metadata=path)
             sn_t, sn_err, sn_keys = [], [], []
-            for run in range(args.runs):
+            for _ in range(args.runs):
                 t0 = time.perf_counter()
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
