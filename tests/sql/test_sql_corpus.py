@@ -5,11 +5,24 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
+from _sql_tables import make_catalog, make_tables
 
 import dpkit.sql as dps
 from dpkit.errors import QueryRefusedError
 
 # (sql, the frame aggregations it compiles to as (stat, column-or-None, bounds), keys public?)
+
+
+@pytest.fixture(scope="module")
+def catalog() -> dps.Catalog:
+    return make_catalog()
+
+
+@pytest.fixture(scope="module")
+def tables() -> dict[str, pl.DataFrame]:
+    return make_tables()
+
+
 ACCEPTED: list[
     tuple[str, list[tuple[str, str | None, tuple[float, float] | None]], bool | None]
 ] = [

@@ -9,12 +9,23 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from _sql_tables import make_catalog, make_tables
 
 import dpkit.frame as dpf
 import dpkit.sql as dps
 from dpkit.accounting import Accountant, ApproxDP
 from dpkit.errors import DataError, PrivacyParameterError, QueryRefusedError
 from dpkit.random import seeded
+
+
+@pytest.fixture(scope="module")
+def catalog() -> dps.Catalog:
+    return make_catalog()
+
+
+@pytest.fixture(scope="module")
+def tables() -> dict[str, pl.DataFrame]:
+    return make_tables()
 
 
 def test_equal_to_the_hand_written_frame_plan(catalog: dps.Catalog, tables: dict) -> None:
@@ -196,9 +207,9 @@ def test_counts_are_rounded_without_bias(catalog: dps.Catalog, tables: dict) -> 
     vals = [
         dps.query("SELECT COUNT(*) AS n FROM pums", tables, catalog=catalog, epsilon=0.5,
                   rng=seeded(s))["n"][0]
-        for s in range(200)
+        for s in range(100)
     ]  # fmt: skip
     exact = dps.SQLQuery("SELECT COUNT(*) FROM pums", catalog).frame_query(tables)
     true = int(exact.bounded_aggregates(seed=0)["__rows"][0])
-    # 200 draws of discrete Laplace with scale 2·2/0.5 = 8 (sd ≈ 11.3): mean within 4 sd/√200
-    assert abs(float(np.mean(vals)) - true) < 4 * 11.4 / np.sqrt(200)
+    # 100 draws of discrete Laplace with scale 2·2/0.5 = 8 (sd ≈ 11.3): mean within 4 sd/√100
+    assert abs(float(np.mean(vals)) - true) < 4 * 11.4 / np.sqrt(100)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
-import pytest
 
 import dpkit.sql as dps
 
@@ -55,13 +54,3 @@ def make_tables(n: int = 3000, seed: int = 0) -> dict[str, pl.DataFrame]:
     visits = pl.DataFrame({"pid": g.integers(0, n // 2, n), "minutes": g.uniform(0, 60, n)})
     regions = pl.DataFrame({"educ": ["1", "2", "3", "4", "5"], "region": ["n", "n", "s", "s", "e"]})
     return {"pums": pums, "pums_rows": pums.drop("pid"), "visits": visits, "regions": regions}
-
-
-@pytest.fixture(scope="module")
-def catalog() -> dps.Catalog:
-    return make_catalog()
-
-
-@pytest.fixture(scope="module")
-def tables() -> dict[str, pl.DataFrame]:
-    return make_tables()
