@@ -1,8 +1,9 @@
 """SmartNoise SQL's YAML metadata, read into a :class:`~dpkit.sql.Catalog`.
 
 What maps: ``collection → schema → table → columns``; a table's ``max_ids`` becomes
-``max_rows_per_unit`` (SmartNoise bounds rows per unit in the whole table, L1) and ``max_rows``
-per group is set to the same value; ``row_privacy`` maps as is; a column's ``type``
+``max_rows_per_unit`` (SmartNoise bounds rows per unit in the whole table, L1), and
+``max_rows`` (L∞) and ``max_groups`` (L0) take the same value, so a unit's total stays
+``max_ids``; ``row_privacy`` maps as is; a column's ``type``
 (``int``/``float``/``string``/``boolean``/``datetime``/``unknown``), ``private_id`` (the privacy
 unit), ``lower``/``upper`` (bounds) and ``nullable`` map as is. Tables are named
 ``schema.table`` and also plain ``table`` where that is unambiguous.
