@@ -213,3 +213,13 @@ def test_counts_are_rounded_without_bias(catalog: dps.Catalog, tables: dict) -> 
     true = int(exact.bounded_aggregates(seed=0)["__rows"][0])
     # 100 draws of discrete Laplace with scale 2·2/0.5 = 8 (sd ≈ 11.3): mean within 4 sd/√100
     assert abs(float(np.mean(vals)) - true) < 4 * 11.4 / np.sqrt(100)
+
+
+def test_post_processing_that_cannot_run_is_refused_before_the_charge(
+    catalog: dps.Catalog, tables: dict
+) -> None:
+    q = dps.SQLQuery("SELECT sex, COUNT(*) AS n FROM pums GROUP BY sex HAVING n > 'many'", catalog)
+    acct = Accountant(ApproxDP(epsilon=1.0, delta=1e-6))
+    with pytest.raises(QueryRefusedError, match="released values"):
+        q.release(tables, epsilon=1.0, accountant=acct, rng=seeded(0))
+    assert acct.spent.epsilon == 0  # type: ignore[attr-defined]

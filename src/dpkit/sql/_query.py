@@ -10,9 +10,10 @@ from typing import Any
 
 from dpkit._checks import check_delta, check_epsilon
 from dpkit.accounting import Event
-from dpkit.errors import DataError, PrivacyParameterError
+from dpkit.errors import DataError, PrivacyParameterError, QueryRefusedError
 from dpkit.frame import Explanation, GroupedQuery, Query
 from dpkit.frame._engine import as_lazy, polars
+from dpkit.frame._grouped import _output_names
 from dpkit.mechanisms._base import SupportsCharge
 from dpkit.random import RNGLike
 from dpkit.sql._catalog import Catalog
@@ -263,6 +264,7 @@ class SQLQuery:
         if not self._c.bigquery:
             extra = self._noise(gq, eps, dlt, noise)
         fx = gq.explain(epsilon=eps, delta=dlt, **extra)
+        self._check_post(gq)
         dialect = "BigQuery" if self._c.bigquery else "dpkit"
         return SQLExplanation(
             self._c.sql, dialect, self._steps(), fx, fx.epsilon, fx.delta, fx.event
@@ -285,6 +287,7 @@ class SQLQuery:
         gq = self.frame_query(tables)
         if not self._c.bigquery:
             extra = self._noise(gq, eps, dlt, noise)
+        self._check_post(gq)
         r = gq.release(epsilon=eps, delta=dlt, accountant=accountant, rng=rng, alpha=alpha, **extra)
         dialect = "BigQuery" if self._c.bigquery else "dpkit"
         ex = r.explanation
@@ -292,6 +295,27 @@ class SQLQuery:
             self._c.sql, dialect, self._steps(), ex, ex.epsilon, ex.delta, ex.event
         )
         return SQLRelease(self._finish(r.frame), r.event, expl)
+
+    def _check_post(self, gq: GroupedQuery) -> None:
+        """Run the post-processing on an empty released table of the right schema, so that
+        an expression that cannot run (a number compared with a string) is refused before
+        anything is charged, never after."""
+        pl = polars()
+        c = self._c
+        try:
+            schema = gq._table.data.collect_schema()  # the plan's schema: no data are read
+            cols: dict[str, Any] = {k: pl.Series(k, [], dtype=schema[k]) for k in c.keys}
+        except Exception:
+            return  # the frame's own checks report it, before any charge
+        for name in sorted(n for a in c.aggs for n in _output_names(a)):
+            cols[name] = pl.Series(name, [], dtype=pl.Float64)
+        try:
+            self._finish(pl.DataFrame(cols))
+        except Exception as exc:
+            raise QueryRefusedError(
+                "HAVING, ORDER BY or an expression of aggregates cannot run on the released "
+                f"values ({type(exc).__name__}): compare numbers with numbers, keys with keys."
+            ) from None
 
     def _finish(self, released: Any) -> Any:
         """Post-processing: a function of the released table only (sorted by key first, so
