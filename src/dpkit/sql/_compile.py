@@ -15,10 +15,20 @@ from dpkit.frame import Aggregation, count, count_units, mean, quantiles, std, v
 from dpkit.frame import sum as fsum
 from dpkit.frame._engine import polars
 from dpkit.sql._catalog import Catalog
-from dpkit.sql._exprs import RowExpr, nondeterministic, rowwise
+from dpkit.sql._exprs import RowExpr, rowwise
 from dpkit.sql._parse import MARKER, Parsed, sqlglot
 from dpkit.sql._post import Post
 from dpkit.sql._scope import Scope, scope_of
+from dpkit.sql._text import (
+    ANON_AGGS,
+    default_name,
+    has_agg,
+    is_agg,
+    literal_int,
+    not_null,
+    probability,
+    refuse_structure,
+)
 
 __all__ = ["Compiled", "compile_tree"]
 
@@ -65,68 +75,12 @@ _AGG_NAMES = {
 }
 
 
-def _refuse_structure(tree: Any) -> None:
-    """Constructs refused wherever they appear: set operations, CTEs, subqueries, windows."""
-    exp = sqlglot().exp
-    if isinstance(tree, exp.Union | exp.Intersect | exp.Except):
-        raise QueryRefusedError(
-            "UNION, INTERSECT and EXCEPT are refused: run each SELECT as its own query (each is "
-            "charged), then combine the released tables."
-        )
-    if not isinstance(tree, exp.Select):
-        raise QueryRefusedError("only SELECT queries are supported.")
-    if tree.args.get("with_") or tree.args.get("with"):
-        raise QueryRefusedError(
-            "WITH (common table expressions) is refused: query the table directly."
-        )
-    for node in tree.walk():
-        nondeterministic(node)
-        if isinstance(node, exp.Select) and node is not tree:
-            raise QueryRefusedError(
-                "subqueries over private data are refused: a subquery's exact result would "
-                "steer the outer query (WHERE x > (SELECT AVG(x) ...) lets one unit move every "
-                "row). Run it as its own private query and use its released value as a literal."
-            )
-        if isinstance(node, exp.Union | exp.Intersect | exp.Except):
-            raise QueryRefusedError("UNION, INTERSECT and EXCEPT are refused.")
-        if isinstance(node, exp.Window):
-            raise QueryRefusedError(
-                "window functions (OVER ...) are refused: a row's value would depend on other "
-                "units' rows."
-            )
-        if isinstance(node, exp.Lateral | exp.Unnest | exp.Pivot):
-            raise QueryRefusedError("LATERAL, UNNEST and PIVOT are not supported.")
-    for arg in ("qualify", "distinct_on"):
-        if tree.args.get(arg):
-            raise QueryRefusedError(f"{arg.upper()} is not supported.")
-    group = tree.args.get("group")
-    if group is not None and any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets")):
-        raise QueryRefusedError(
-            "ROLLUP, CUBE and GROUPING SETS are not supported: one query per grouping."
-        )
-
-
-_ANON_AGGS = {"VAR": "var", "STDEV": "stddev", "VAR_POP": "var", "STDEV_POP": "stddev"}
-
-
-def _is_agg(node: Any) -> bool:
-    exp = sqlglot().exp
-    if isinstance(node, exp.Anonymous):
-        name = str(node.name).upper()
-        return name.startswith(MARKER) or name in _ANON_AGGS
-    return isinstance(node, exp.AggFunc | exp.WithinGroup)
-
-
-def _has_agg(node: Any) -> bool:
-    return any(_is_agg(n) for n in node.walk())
-
-
 class _Compiler:
     def __init__(self, parsed: Parsed, catalog: Catalog, sql: str) -> None:
         self.p = parsed
         self.bq = parsed.bigquery
         tree = parsed.tree
-        _refuse_structure(tree)
+        refuse_structure(tree)
         scope = scope_of(tree, catalog)
         t = scope.private
         self.c = Compiled(sql, self.bq, dict(parsed.options), scope)
@@ -173,8 +127,8 @@ class _Compiler:
             )
         where = tree.args.get("where")
         if where is not None:
-            self.scope.not_null = _not_null(where.this, self.scope)
-            if _has_agg(where.this):
+            self.scope.not_null = not_null(where.this, self.scope)
+            if has_agg(where.this):
                 raise QueryRefusedError("aggregates are not allowed in WHERE; use HAVING.")
             w = self._row(where.this, clamp=False, allow_unit=True)
             self.c.where = w.expr
@@ -182,7 +136,7 @@ class _Compiler:
         items = tree.expressions
         if any(isinstance(i, exp.Star) for i in items):
             raise QueryRefusedError("SELECT * releases rows: select keys and aggregates.")
-        if not any(_has_agg(i) for i in items):
+        if not any(has_agg(i) for i in items):
             raise QueryRefusedError(
                 "a query must release aggregates (COUNT, SUM, AVG, ...): selecting columns "
                 "without one would release individual rows or keys without noise."
@@ -192,14 +146,14 @@ class _Compiler:
             name, node = (
                 (str(item.alias), item.this) if isinstance(item, exp.Alias) else (None, item)
             )
-            if _has_agg(node):
+            if has_agg(node):
                 self.c.n_dp_functions += sum(
                     1
                     for n in node.walk()
-                    if _is_agg(n) and not (isinstance(n.parent, exp.Anonymous | exp.WithinGroup))
+                    if is_agg(n) and not (isinstance(n.parent, exp.Anonymous | exp.WithinGroup))
                 )
                 tree_ = self._post(node)
-                out = name or _default_name(node)
+                out = name or default_name(node)
                 is_key = False
             else:
                 phys, kname = self._key_of(node)
@@ -216,8 +170,8 @@ class _Compiler:
         if order is not None:
             for o in order.expressions:
                 self.c.order.append((self._order_item(o.this), bool(o.args.get("desc"))))
-        self.c.limit = _literal_int(tree.args.get("limit"), "LIMIT")
-        self.c.offset = _literal_int(tree.args.get("offset"), "OFFSET") or 0
+        self.c.limit = literal_int(tree.args.get("limit"), "LIMIT")
+        self.c.offset = literal_int(tree.args.get("offset"), "OFFSET") or 0
         if self.bq:
             self._bigquery_options()
         return self.c
@@ -243,7 +197,7 @@ class _Compiler:
                     self.scope.resolve(g)
                 except QueryRefusedError:
                     node = aliases[str(g.name).lower()]
-            if _has_agg(node):
+            if has_agg(node):
                 raise QueryRefusedError("GROUP BY an aggregate is refused.")
             try:
                 r = self._row(node, clamp=False)
@@ -262,7 +216,7 @@ class _Compiler:
             else:
                 phys = self._fresh("k")
                 self.c.derived[phys] = r.expr
-                out = _default_name(node)
+                out = default_name(node)
                 # a public set only if it cannot hold NULL (a NULL key would be dropped)
                 known = r.values is not None and not r.nullable and None not in r.values
                 values = r.values if known else None
@@ -307,7 +261,7 @@ class _Compiler:
     # -- post-processing of aggregates --------------------------------------------------------
     def _post(self, node: Any) -> Post:
         exp = sqlglot().exp
-        if _is_agg(node):
+        if is_agg(node):
             return self._aggregate(node)
         if isinstance(node, exp.Paren):
             return self._post(node.this)
@@ -367,7 +321,7 @@ class _Compiler:
             if len(node.expressions) != 1:
                 raise QueryRefusedError("contribution bounds belong to one aggregate.")
             node = node.expressions[0]
-            if not _is_agg(node):
+            if not is_agg(node):
                 raise QueryRefusedError("contribution bounds are an argument of an aggregate.")
         if isinstance(node, exp.WithinGroup):
             inner = node.this
@@ -379,11 +333,11 @@ class _Compiler:
         if isinstance(node, exp.Anonymous):  # VAR(x) in dialects that do not name it
             if len(node.expressions) != 1:
                 raise QueryRefusedError(f"{str(node.name).upper()} takes one argument.")
-            is_var = _ANON_AGGS[str(node.name).upper()] == "var"
+            is_var = ANON_AGGS[str(node.name).upper()] == "var"
             node = (exp.Variance if is_var else exp.Stddev)(this=node.expressions[0])
             name = type(node).__name__
         for arg in node.iter_expressions():
-            if _has_agg(arg):
+            if has_agg(arg):
                 raise QueryRefusedError(
                     "aggregates of aggregates (SUM(SUM(x))) are refused: release the inner "
                     "aggregate and compute on it, or nest nothing."
@@ -518,7 +472,7 @@ class _Compiler:
         return self._derive("e", e), lo, hi
 
     def _percentile(self, arg: Any, p: Any, bounds: tuple[float, float] | None) -> Post:
-        q = _probability(p)
+        q = probability(p)
         if self.bq:
             from dpkit.sql._bigquery import bq_percentile
 
@@ -555,71 +509,6 @@ class _Compiler:
         from dpkit.sql._bigquery import bq_options
 
         bq_options(self)
-
-
-def _not_null(cond: Any, scope: Scope) -> set[str]:
-    """Columns that WHERE's top-level conjuncts require non-NULL (``x IS NOT NULL``)."""
-    exp = sqlglot().exp
-    if isinstance(cond, exp.Paren):
-        return _not_null(cond.this, scope)
-    if isinstance(cond, exp.And):
-        return _not_null(cond.this, scope) | _not_null(cond.expression, scope)
-    inner = cond.this if isinstance(cond, exp.Not) else cond
-    negated = isinstance(cond, exp.Not) != bool(inner.args.get("negate"))
-    if (
-        negated
-        and isinstance(inner, exp.Is)
-        and isinstance(inner.this, exp.Column)
-        and isinstance(inner.expression, exp.Null)
-    ):
-        return {scope.resolve(inner.this).physical}
-    return set()
-
-
-def _probability(p: Any) -> float:
-    exp = sqlglot().exp
-    if not isinstance(p, exp.Literal) or p.is_string:
-        raise QueryRefusedError("a percentile must be a literal probability in [0, 1].")
-    q = float(str(p.this))
-    if not 0.0 <= q <= 1.0:
-        raise QueryRefusedError("a percentile must be a literal probability in [0, 1].")
-    return q
-
-
-def _literal_int(node: Any, what: str) -> int | None:
-    exp = sqlglot().exp
-    if node is None:
-        return None
-    e = node.args.get("expression") or node.this
-    if not isinstance(e, exp.Literal) or e.is_string or not str(e.this).isdigit():
-        raise QueryRefusedError(f"{what} must be a non-negative integer literal.")
-    return int(str(e.this))
-
-
-def _default_name(node: Any) -> str:
-    exp = sqlglot().exp
-    if isinstance(node, exp.Column):
-        return str(node.name)
-    if isinstance(node, exp.Anonymous) and str(node.name).upper().startswith(MARKER):
-        node = node.expressions[0]
-    simple = {
-        exp.Count: "count",
-        exp.Sum: "sum",
-        exp.Avg: "avg",
-        exp.Variance: "var",
-        exp.Stddev: "stddev",
-        exp.Median: "median",
-    }
-    for cls, stem in simple.items():
-        if type(node) is cls:
-            a = node.this
-            if isinstance(a, exp.Star):
-                return stem
-            if isinstance(a, exp.Distinct) and len(a.expressions) == 1:
-                return f"{stem}_distinct_{a.expressions[0].name}"
-            if isinstance(a, exp.Column):
-                return f"{stem}_{a.name}"
-    return str(node.sql()).lower()
 
 
 def compile_tree(parsed: Parsed, catalog: Catalog, sql: str) -> Compiled:
