@@ -7,7 +7,7 @@ from __future__ import annotations
 from dpkit.server._queries import stats_registry
 from dpkit.server._queries_group_by import prepare_group_by
 from dpkit.server._queries_local import prepare_local_frequencies
-from dpkit.server._queries_sql import prepare_sql
+from dpkit.server._queries_sql import prepare_sql, warm_sql
 from dpkit.server._queries_synthesize import synthesize_entry
 from dpkit.server._registry import QueryRegistry
 
@@ -37,4 +37,5 @@ def default_registry(*, max_synthetic_rows: int = 10_000) -> QueryRegistry:
     reg.register("synthesize", synthesize_entry(max_synthetic_rows))
     reg.register("local_frequencies", prepare_local_frequencies)
     reg.register("sql", prepare_sql)
+    warm_sql()
     return reg
