@@ -8,6 +8,8 @@ SYNTH_VENV := .venv-synth
 SYNTH_PY := $(SYNTH_VENV)/bin/python
 DEMO_VENV := .venv-demo
 DEMO_PY := $(DEMO_VENV)/bin/python
+SNSQL_VENV := .venv-snsql
+SNSQL_PY := $(SNSQL_VENV)/bin/python
 
 .PHONY: test demo bench lint typecheck pytest docs clean system-deps
 
@@ -64,10 +66,18 @@ $(SYNTH_VENV)/.installed: benchmarks/requirements-synth.txt
 	$(SYNTH_PY) -m pip install --quiet -r benchmarks/requirements-synth.txt
 	touch $@
 
-bench: $(BENCH_VENV)/.installed $(SYNTH_VENV)/.installed
+# SmartNoise SQL pins an older OpenDP than the peers' environment compares against.
+$(SNSQL_VENV)/.installed: benchmarks/requirements-sql.txt
+	test -x $(SNSQL_PY) || $(PYTHON) -m venv $(SNSQL_VENV)
+	$(SNSQL_PY) -m pip install --quiet --upgrade pip
+	$(SNSQL_PY) -m pip install --quiet -r benchmarks/requirements-sql.txt
+	touch $@
+
+bench: $(BENCH_VENV)/.installed $(SYNTH_VENV)/.installed $(SNSQL_VENV)/.installed
 	for b in benchmarks/[a-z]*.py; do \
-	  [ $$b = benchmarks/release.py ] || $(BENCH_PY) $$b || exit 1; done
+	  [ $$b = benchmarks/release.py ] || [ $$b = benchmarks/sql.py ] || $(BENCH_PY) $$b || exit 1; done
 	PYTHONPATH=src $(SYNTH_PY) benchmarks/release.py
+	PYTHONPATH=src $(SNSQL_PY) benchmarks/sql.py
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) $(SYNTH_VENV) $(DEMO_VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(BENCH_VENV) $(SYNTH_VENV) $(SNSQL_VENV) $(DEMO_VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

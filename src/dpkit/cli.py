@@ -238,8 +238,10 @@ def _parser() -> argparse.ArgumentParser:
     # The layers' commands register themselves; their heavy dependencies load only when run.
     from dpkit.release._cli import add_release_parser
     from dpkit.server._cli import register as register_serve
+    from dpkit.sql._cli import register as register_sql
 
     register_serve(sub)
+    register_sql(sub)
     add_release_parser(sub)
     return parser
 

@@ -35,6 +35,7 @@ _LAYER_SECTIONS = (
     "dpkit.release._demo_density",
     "dpkit.release._demo_synth",
     "dpkit.server._demo",
+    "dpkit.sql._demo",
 )
 
 

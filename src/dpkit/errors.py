@@ -19,6 +19,7 @@ __all__ = [
     "InsecureRandomnessWarning",
     "PrivacyParameterError",
     "PrivacyWarning",
+    "QueryRefusedError",
 ]
 
 
@@ -38,6 +39,15 @@ class DataError(DPKitError, ValueError):
 
     Examples: NaN or infinite values, ``None``, an empty array, missing or reversed bounds, an
     array of the wrong shape.
+    """
+
+
+class QueryRefusedError(DataError):
+    """A SQL query is refused: its privacy cannot be guaranteed, or it is not supported.
+
+    Raised by :mod:`dpkit.sql` from the query text and the public table metadata only (never
+    from the data), before anything is read or charged. The message says which construct is
+    refused and what to write instead.
     """
 
 

@@ -120,6 +120,11 @@ def _requests() -> list[dict[str, Any]]:
              "aggregations": [{"stat": "mean", "column": "x"}, {"stat": "count"}]},
             {"query": "group_by", "by": ["d"], "keys": "private", **p,
              "aggregations": [{"stat": "quantiles", "column": "y", "q": [0.5]}]},
+            {"query": "sql", **p,
+             "sql": "SELECT c, COUNT(*) AS n, AVG(x) + 1 AS m FROM t GROUP BY c HAVING n > 0"},
+            {"query": "sql", **p, "sql": "SELECT d, SUM(y * 2) FROM t WHERE k > 1 GROUP BY d"},
+            {"query": "sql", **p,
+             "sql": "SELECT CASE WHEN x > 5 THEN 'hi' END AS h, COUNT(*) FROM t GROUP BY h"},
         ]  # fmt: skip
         if dlt == 0:
             out.append({"query": "quantiles", "column": "x", "q": [0.1, 0.9], **p})

@@ -266,6 +266,41 @@ class Curator:
             params["delta"] = delta
         return self.query(dataset, "group_by", epsilon=epsilon, **params, **kw)
 
+    def sql(
+        self,
+        dataset: str,
+        sql: str,
+        *,
+        epsilon: float | None = None,
+        delta: float = 0.0,
+        max_rows: int = 1,
+        max_groups: int = 1,
+        max_rows_per_unit: int | None = None,
+        **kw: Any,
+    ) -> Any:
+        """A private SQL query on a dataset (``POST /v1/sql``; docs/sql.md), the table named as
+        the dataset: ``curator.sql("visits", "SELECT city, COUNT(*) FROM visits GROUP BY city",
+        epsilon=1.0)``. The metadata comes from the registered schema; ``max_rows`` (L∞),
+        ``max_groups`` (L0) and ``max_rows_per_unit`` (L1) bound each person's contribution.
+        In BigQuery's dialect the budget is the query's ``OPTIONS`` (leave ``epsilon`` out).
+        Returns a :class:`RemoteTable` (``.frame``: keys, values and their ``_lo``/``_hi``), or
+        the price (a dict) with ``dry_run=True``.
+        """
+        body: dict[str, Any] = {"dataset": dataset, "sql": sql, "max_rows": max_rows,
+                                "max_groups": max_groups, **kw}  # fmt: skip
+        if epsilon is not None:
+            body["epsilon"] = epsilon
+        if delta:
+            body["delta"] = delta
+        if max_rows_per_unit is not None:
+            body["max_rows_per_unit"] = max_rows_per_unit
+        if not body.get("dry_run") and not body.get("dummy"):
+            body.setdefault("idempotency_key", uuid.uuid4().hex)
+        out = self._call("POST", "/v1/sql", body)
+        if out.get("dry_run"):
+            return out
+        return _answer(out)
+
     def synthesize(
         self,
         dataset: str,
@@ -346,7 +381,7 @@ def _aggregation(a: Any) -> dict[str, Any]:
 def _answer(out: dict[str, Any]) -> Any:
     """The client's result object for a JSON answer, by its query type."""
     kind = out.get("query")
-    if kind in ("group_by", "synthesize"):
+    if kind in ("group_by", "synthesize", "sql"):
         return table(out)
     if kind == "local_frequencies":
         return frequencies(out)

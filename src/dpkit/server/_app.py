@@ -281,6 +281,7 @@ def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> A
             "max_groups": {"type": "integer"},
             "max_rows_per_unit": {"type": "integer"},
             "rows": {"type": "integer"},  # synthesize
+            "sql": {"type": "string"},  # sql (docs/sql.md)
             "method": {"type": "string"},
             "dry_run": {"type": "boolean"},
             "dummy": {"type": "boolean"},
@@ -290,8 +291,7 @@ def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> A
     content = {"application/json": {"schema": query_schema}}
     json_body = {"requestBody": {"required": True, "content": content}}
 
-    @app.post("/v1/query", openapi_extra=json_body, summary="Run (or dry-run) a private query")
-    async def query(request: Request) -> Any:
+    async def answer(request: Request, sql: bool) -> Any:
         key, idem = presented_key(request), request.headers.get("idempotency-key")
         too_large: BodyTooLarge | None = None
         try:
@@ -306,6 +306,10 @@ def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> A
             if too_large is not None:
                 raise too_large
             b = parse(buf)
+            if sql:  # POST /v1/sql: the query type is the path's
+                if not isinstance(b, dict) or "query" in b:
+                    raise DataError('POST /v1/sql takes {"dataset", "sql", ...} (no "query").')
+                b = {**b, "query": "sql"}
             if isinstance(b, dict):
                 request.state.dataset = b.get("dataset")  # made safe for the audit there
                 request.state.query = b.get("query")
@@ -326,6 +330,25 @@ def create_app(config: ServerConfig, registry: QueryRegistry | None = None) -> A
                 out = await run_in_threadpool(curator.query, p, b, idem)
         request.state.outcome = "released" if "id" in out else "free"
         return json_response(out)  # plain JSON already: no second encoding pass
+
+    @app.post("/v1/query", openapi_extra=json_body, summary="Run (or dry-run) a private query")
+    async def query(request: Request) -> Any:
+        return await answer(request, sql=False)
+
+    sql_schema = {
+        "type": "object",
+        "required": ["dataset", "sql"],
+        "properties": {k: v for k, v in query_schema["properties"].items()  # type: ignore[attr-defined]
+                       if k in ("dataset", "sql", "epsilon", "delta", "alpha", "max_rows",
+                                "max_groups", "max_rows_per_unit", "dry_run", "dummy",
+                                "idempotency_key")},
+    }  # fmt: skip
+    sql_content = {"application/json": {"schema": sql_schema}}
+    sql_body = {"requestBody": {"required": True, "content": sql_content}}
+
+    @app.post("/v1/sql", openapi_extra=sql_body, summary="Run (or dry-run) a private SQL query")
+    async def sql_query(request: Request) -> Any:
+        return await answer(request, sql=True)
 
     @app.get("/v1/noop", summary="Authenticate and do nothing (the service's speed limit)")
     async def noop(request: Request) -> Any:
