@@ -74,7 +74,7 @@ class Clipper:
         self.clipping = clipping
         self._calls: dict[nn.Module, list[Captured]] = {r.module: [] for r in self.rules}
         self.busy = False  # set while norms are computed: layers run again under torch.func
-        self.sums: list[Tensor] = [torch.zeros_like(p, dtype=torch.float64) for p in self.params]
+        self._sums: list[Tensor] | None = None  # made by the first accumulate (no zero-filling)
         self._handles = [r.module.register_forward_hook(self._record) for r in self.rules]
 
     def _record(self, module: nn.Module, inputs: tuple[Any, ...], output: Any) -> None:
@@ -97,10 +97,16 @@ class Clipper:
         for h in self._handles:
             h.remove()
 
+    @property
+    def sums(self) -> list[Tensor]:
+        """Clipped gradient sums since :meth:`reset`, one per parameter (zeros if none)."""
+        if self._sums is None:
+            return [torch.zeros_like(p) for p in self.params]
+        return self._sums
+
     def reset(self) -> None:
-        """Zero the running sums (start of a logical batch)."""
-        for s in self.sums:
-            s.zero_()
+        """Forget the running sums (start of a logical batch)."""
+        self._sums = None
 
     def discard(self) -> None:
         """Forget recorded layer calls (a forward pass that will not be backpropagated)."""
@@ -159,11 +165,15 @@ class Clipper:
             keep = ok
         if not bool(keep.all()):
             _zero_dropped(layer_calls, keep)
-        k = 0
-        for rule, calls, c in zip(self.rules, layer_calls, factors, strict=True):
-            for g in rule.clipped_sum(calls, c):
-                self.sums[k] += g.to(torch.float64)
-                k += 1
+        new = [
+            g.reshape(p.shape)
+            for rule, calls, c in zip(self.rules, layer_calls, factors, strict=True)
+            for g, p in zip(rule.clipped_sum(calls, c), rule.params, strict=True)
+        ]
+        if self._sums is None:
+            self._sums = new
+        else:
+            self._sums = [s + g for s, g in zip(self._sums, new, strict=True)]
 
 
 def _zero_dropped(layer_calls: list[list[Captured]], keep: Tensor) -> None:

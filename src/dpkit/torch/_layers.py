@@ -73,7 +73,8 @@ class LayerRule:
 
 
 def _sq(g: Tensor) -> Tensor:
-    return g.reshape(g.shape[0], -1).pow(2).sum(1)
+    flat = g.reshape(g.shape[0], -1)
+    return torch.einsum("bi,bi->b", flat, flat)
 
 
 def _functional_per_example(
@@ -112,7 +113,7 @@ def _ghost_or_dense(a: Tensor, g: Tensor) -> Tensor:
     _, t, d = a.shape
     p = g.shape[-1]
     if t == 1:
-        return a[:, 0].pow(2).sum(1) * g[:, 0].pow(2).sum(1)
+        return _sq(a[:, 0]) * _sq(g[:, 0])
     if t * t * (d + p) < t * d * p:
         return ((a @ a.transpose(1, 2)) * (g @ g.transpose(1, 2))).sum((1, 2))
     return _sq(torch.einsum("btp,btd->bpd", g, a))
@@ -129,7 +130,7 @@ class LinearRule(LayerRule):
         a, g = _flat3(call.inputs[0]), _flat3(call.grad)
         total = _ghost_or_dense(a, g) if self.module.weight.requires_grad else 0
         if self.module.bias is not None and self.module.bias.requires_grad:
-            total = total + g.sum(1).pow(2).sum(1)
+            total = total + _sq(g.sum(1))
         return total  # type: ignore[return-value]
 
     def _per_example_call(self, call: Captured) -> list[Tensor]:
@@ -143,19 +144,19 @@ class LinearRule(LayerRule):
         return out
 
     def clipped_sum(self, calls: list[Captured], c: Tensor) -> list[Tensor]:
-        weight = self.module.weight
-        w = weight.new_zeros(weight.shape[0], weight[0].numel()) if weight.requires_grad else None
-        b = None
-        if self.module.bias is not None and self.module.bias.requires_grad:
-            b = torch.zeros_like(self.module.bias)
+        w: Tensor | None = None
+        b: Tensor | None = None
         for call in calls:
             assert call.grad is not None
             a, g = _flat3(call.inputs[0]), _flat3(call.grad)
             gc = g * c.to(g.dtype)[:, None, None]
-            if w is not None:
-                w += gc.reshape(-1, gc.shape[-1]).T @ a.reshape(-1, a.shape[-1])
-            if b is not None:
-                b += gc.sum((0, 1))
+            if self.module.weight.requires_grad:
+                # (c·g)ᵀ a: the clipped sum in one product, the cost of the usual weight gradient
+                wi = gc.reshape(-1, gc.shape[-1]).T @ a.reshape(-1, a.shape[-1])
+                w = wi if w is None else w + wi
+            if self.module.bias is not None and self.module.bias.requires_grad:
+                bi = gc.sum((0, 1))
+                b = bi if b is None else b + bi
         return [x for x in (w, b) if x is not None]
 
 

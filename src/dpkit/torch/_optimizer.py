@@ -99,7 +99,7 @@ class PrivateOptimizer:
                 "whole batch (the sampling the accounting assumes) before stepping."
             )
         sums = self.clipper.sums
-        flat = torch.cat([s.reshape(-1) for s in sums]).numpy()
+        flat = torch.cat([s.reshape(-1) for s in sums]).to(torch.float64).numpy()
         noisy = np.asarray(gaussian(flat, self.plan.sigma, grid=self.plan.grid, rng=self._gen))
         noisy /= self.plan.expected_batch_size
         out = torch.from_numpy(noisy)
