@@ -16,12 +16,12 @@ import warnings
 from collections.abc import Callable
 
 import numpy as np
-import torch
-from torch import nn
 
+import torch
 from _timing import table
 from dpkit.random import seeded
 from dpkit.torch import make_private
+from torch import nn
 
 
 def mlp() -> nn.Module:
@@ -86,7 +86,9 @@ def dpkit_step(
     return step
 
 
-def opacus_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor, mode: str) -> Callable[[], None]:
+def opacus_step(
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, mode: str
+) -> Callable[[], None]:
     from opacus import PrivacyEngine  # type: ignore[import-not-found]
 
     opt = torch.optim.SGD(model.parameters(), lr=0.01)

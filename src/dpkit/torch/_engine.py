@@ -123,6 +123,7 @@ def make_private(
     sampling: str = "poisson",
     clipping: str = "flat",
     accountant: SupportsCharge | None = None,
+    accounting: str = "auto",
     rng: RNGLike = None,
 ) -> PrivateTraining:
     """Make a model, its optimizer and its data private: DP-SGD (Abadi et al. 2016) done exactly.
@@ -164,6 +165,9 @@ def make_private(
         Clip each example's whole gradient to C, or each layer's part to C/√L.
     accountant : Accountant, optional
         Charged the whole run's event now, before any step (refuses if it does not fit).
+    accounting : {"auto", "pld", "rdp"}
+        How ε is computed and ``target_epsilon`` calibrated (``"auto"``: the better of PLD and
+        RDP; ``"rdp"`` is the fastest).
     rng : None, int or numpy.random.Generator
         ``None`` (default): dpkit's secure generator for sampling and noise. A seed makes the run
         reproducible and **not private** (warned when an accountant is charged).
@@ -220,6 +224,7 @@ def make_private(
         sampling=sampling,
         noise_multiplier=noise_multiplier,
         target_epsilon=target_epsilon,
+        accounting=accounting,
     )
     gen = as_generator(rng)
     loader = PrivateLoader(
