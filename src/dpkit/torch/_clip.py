@@ -117,8 +117,15 @@ class Clipper:
         for calls in self._calls.values():
             yield from calls
 
-    def accumulate(self, losses: Tensor, mask: Tensor) -> None:
-        """Add the clipped per-example gradients of ``losses`` (shape (B,)) where ``mask``."""
+    def accumulate(self, losses: Tensor, mask: Tensor, *, group: int = 1) -> None:
+        """Add the clipped per-example gradients of ``losses`` (shape (B,)) where ``mask``.
+
+        ``group`` = k > 1: consecutive blocks of k examples are one privacy unit's; each unit's
+        summed gradient is clipped (user-level DP-SGD), masked rows contribute nothing.
+        """
+        if losses.dim() == 1 and losses.shape[0] % group:
+            self.discard()
+            raise PrivacyParameterError("the batch must hold whole units of examples.")
         if losses.dim() != 1 or losses.shape[0] != mask.shape[0]:
             self.discard()
             raise PrivacyParameterError(
@@ -137,15 +144,24 @@ class Clipper:
                 call.grad = torch.zeros_like(call.output) if g is None else g.detach()
             self.busy = True
             with torch.no_grad():
-                self._add(mask.to(torch.bool))
+                self._add(mask.to(torch.bool), group)
         finally:
             self.busy = False
             self.discard()
 
-    def _add(self, mask: Tensor) -> None:
+    def _add(self, rows: Tensor, group: int) -> None:
         layer_calls = [self._calls[r.module] for r in self.rules]
+        if group > 1:  # padding rows inside a unit: zero them before the unit's sum
+            if not bool(rows.all()):
+                _zero_dropped(layer_calls, rows)
+            mask = rows.reshape(-1, group).any(1)
+        else:
+            mask = rows
         norms2 = torch.stack(
-            [r.norms2(c).to(torch.float64) for r, c in zip(self.rules, layer_calls, strict=True)]
+            [
+                r.norms2(c, group).to(torch.float64)
+                for r, c in zip(self.rules, layer_calls, strict=True)
+            ]
         )
         if self.clipping == "flat":
             bound = self.max_grad_norm * _MARGIN
@@ -163,6 +179,9 @@ class Clipper:
                 for i in range(len(self.rules))
             ]
             keep = ok
+        if group > 1:
+            keep = keep.repeat_interleave(group)
+            factors = [f.repeat_interleave(group) for f in factors]
         if not bool(keep.all()):
             _zero_dropped(layer_calls, keep)
         new = [

@@ -122,6 +122,8 @@ def make_private(
     physical_batch_size: int | None = None,
     sampling: str = "poisson",
     clipping: str = "flat",
+    units: Any = None,
+    max_examples_per_unit: int | None = None,
     accountant: SupportsCharge | None = None,
     accounting: str = "auto",
     rng: RNGLike = None,
@@ -163,6 +165,15 @@ def make_private(
         epoch with twice the sensitivity, replace-one neighbours, no amplification claimed.
     clipping : {"flat", "per_layer"}
         Clip each example's whole gradient to C, or each layer's part to C/√L.
+    units : array-like, optional
+        User-level privacy (Charles et al. 2024, "Fine-tuning large language models with
+        user-level differential privacy", user-level sampling): one privacy-unit id per example
+        of ``data``. Each step then Poisson-samples *units* (``n_samples`` and ``batch_size``
+        count units), takes at most ``max_examples_per_unit`` of each sampled unit's examples
+        (a fresh random choice per step) and clips each unit's summed gradient to C, so the
+        guarantee is for adding or removing a whole unit. ``physical_batch_size`` counts units.
+    max_examples_per_unit : int, optional
+        k: the bound on each unit's examples per step (required with ``units``).
     accountant : Accountant, optional
         Charged the whole run's event now, before any step (refuses if it does not fit).
     accounting : {"auto", "pld", "rdp"}
@@ -208,6 +219,14 @@ def make_private(
     b = batch_size if batch_size is not None else loader_batch
     if b is None:
         raise PrivacyParameterError("batch_size is required (the expected logical batch size).")
+    group = 1
+    if units is not None or max_examples_per_unit is not None:
+        k = max_examples_per_unit
+        if units is None or isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise PrivacyParameterError(
+                "user-level privacy needs both units and max_examples_per_unit (a positive int)."
+            )
+        group = k
     phys = b if physical_batch_size is None else physical_batch_size
     if isinstance(phys, bool) or not isinstance(phys, int) or phys < 1:
         raise PrivacyParameterError("physical_batch_size must be a positive int.")
@@ -236,6 +255,8 @@ def make_private(
         sampling=sampling,
         gen=gen,
         collate=collate,
+        units=units,
+        group=group,
     )
     try:
         private_opt = PrivateOptimizer(

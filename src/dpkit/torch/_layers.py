@@ -49,10 +49,14 @@ class LayerRule:
         self.module: Any = module
         self.params = [p for p in module.parameters(recurse=False) if p.requires_grad]
 
-    def norms2(self, calls: list[Captured]) -> Tensor:
-        """Per-example squared ℓ2 norm of this layer's whole gradient, shape (B,)."""
+    def norms2(self, calls: list[Captured], group: int = 1) -> Tensor:
+        """Per-example squared ℓ2 norm of this layer's whole gradient, shape (B,).
+
+        With ``group`` = k > 1, rows k·u … k·u + k − 1 are one privacy unit's examples and the
+        norms are of each unit's summed gradient, shape (B/k,).
+        """
         grads = self.per_example(calls)
-        return sum(_sq(g) for g in grads)  # type: ignore[return-value]
+        return sum(_sq(_grouped_sum(g, group)) for g in grads)  # type: ignore[return-value]
 
     def per_example(self, calls: list[Captured]) -> list[Tensor]:
         """Per-example gradients, one (B, *param.shape) tensor per parameter."""
@@ -70,6 +74,16 @@ class LayerRule:
         """``Σ_i c_i ∇_θ loss_i`` for each parameter θ of the layer."""
         grads = self.per_example(calls)
         return [torch.einsum("b,b...->...", c.to(g.dtype), g) for g in grads]
+
+
+def _grouped_sum(g: Tensor, group: int) -> Tensor:
+    """Sum consecutive ``group`` rows: per-example values → per-unit values."""
+    return g if group == 1 else g.reshape(-1, group, *g.shape[1:]).sum(1)
+
+
+def _units(x: Tensor, group: int) -> Tensor:
+    """(B, T, d) → (B/k, k·T, d): a unit's examples as one long sequence."""
+    return x if group == 1 else x.reshape(-1, group * x.shape[1], x.shape[2])
 
 
 def _sq(g: Tensor) -> Tensor:
@@ -122,12 +136,12 @@ def _ghost_or_dense(a: Tensor, g: Tensor) -> Tensor:
 class LinearRule(LayerRule):
     """``nn.Linear`` on inputs of shape (B, ..., d)."""
 
-    def norms2(self, calls: list[Captured]) -> Tensor:
+    def norms2(self, calls: list[Captured], group: int = 1) -> Tensor:
         if len(calls) > 1:
-            return super().norms2(calls)
+            return super().norms2(calls, group)
         call = calls[0]
         assert call.grad is not None
-        a, g = _flat3(call.inputs[0]), _flat3(call.grad)
+        a, g = _units(_flat3(call.inputs[0]), group), _units(_flat3(call.grad), group)
         total = _ghost_or_dense(a, g) if self.module.weight.requires_grad else 0
         if self.module.bias is not None and self.module.bias.requires_grad:
             total = total + _sq(g.sum(1))
@@ -172,10 +186,13 @@ class EmbeddingRule(LayerRule):
             g = g * (idx != pad).to(g.dtype)[..., None]
         return idx, g
 
-    def norms2(self, calls: list[Captured]) -> Tensor:
+    def norms2(self, calls: list[Captured], group: int = 1) -> Tensor:
         if len(calls) > 1:
-            return super().norms2(calls)
+            return super().norms2(calls, group)
         idx, g = self._rows(calls[0])
+        if group > 1:
+            idx = idx.reshape(-1, group * idx.shape[1])
+            g = _units(g, group)
         same = (idx[:, :, None] == idx[:, None, :]).to(g.dtype)
         return (same * (g @ g.transpose(1, 2))).sum((1, 2))
 
@@ -217,8 +234,8 @@ class ConvRule(LinearRule):
         view.grad = g
         return view
 
-    def norms2(self, calls: list[Captured]) -> Tensor:
-        return super().norms2([self._views(c) for c in calls])
+    def norms2(self, calls: list[Captured], group: int = 1) -> Tensor:
+        return super().norms2([self._views(c) for c in calls], group)
 
     def per_example(self, calls: list[Captured]) -> list[Tensor]:
         out = super().per_example([self._views(c) for c in calls])

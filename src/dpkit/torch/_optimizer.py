@@ -81,7 +81,7 @@ class PrivateOptimizer:
                 mask = batch.mask
             else:
                 mask = torch.ones(losses.shape[0] if losses.dim() else 1, dtype=torch.bool)
-        self.clipper.accumulate(losses, mask)
+        self.clipper.accumulate(losses, mask, group=self.loader.group)
 
     def step(self, closure: None = None) -> None:
         """Noise the clipped sum, normalise by the expected batch size, update the parameters."""

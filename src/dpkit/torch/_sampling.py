@@ -19,9 +19,10 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
-
 import torch
 from torch import Tensor
+
+from dpkit.errors import PrivacyParameterError
 
 __all__ = ["LogicalBatch", "PrivateLoader"]
 
@@ -39,14 +40,15 @@ class LogicalBatch:
     """One DP-SGD step's examples: iterate it for the fixed-shape physical batches.
 
     Each item is the tuple of tensors of one physical batch; padded rows repeat a real example
-    and are masked out of the gradient (``mask`` of the physical batch being iterated).
+    and are masked out of the gradient (``mask`` of the physical batch being iterated). With
+    privacy units, ``indices`` has one row of ``group`` example indices per unit (−1: padding).
     """
 
     def __init__(self, loader: PrivateLoader, indices: np.ndarray) -> None:
         self._loader = loader
-        self.indices = indices
+        self.indices = indices.reshape(-1, loader.group)
         p = loader.physical_batch_size
-        self.physical_batches = -(-len(indices) // p)
+        self.physical_batches = -(-len(self.indices) // p)
         self.mask: Tensor | None = None
         self.done = 0
 
@@ -54,18 +56,23 @@ class LogicalBatch:
         p = self._loader.physical_batch_size
         for start in range(0, len(self.indices), p):
             chunk = self.indices[start : start + p]
-            real = len(chunk)
-            if real < p:  # pad with copies of the first example: the shape stays fixed
-                chunk = np.concatenate([chunk, np.full(p - real, chunk[0])])
-            mask = torch.zeros(p, dtype=torch.bool)
-            mask[:real] = True
-            self.mask = mask
-            yield self._loader.fetch(chunk)
+            if len(chunk) < p:  # pad whole rows: the shape stays fixed
+                chunk = np.concatenate([chunk, np.full((p - len(chunk), chunk.shape[1]), -1)])
+            flat = chunk.reshape(-1)
+            real = flat >= 0
+            self.mask = torch.from_numpy(real)
+            # padded rows repeat a real example (masked out): no value is invented
+            yield self._loader.fetch(np.where(real, flat, flat[0]))
             self.done += 1
 
 
 class PrivateLoader:
-    """Logical batches drawn as the privacy accounting assumes (Poisson or shuffled)."""
+    """Logical batches drawn as the privacy accounting assumes (Poisson or shuffled).
+
+    With ``units`` (one privacy-unit id per example), Poisson sampling picks units, each with
+    probability q, and at most ``group`` of each unit's examples (chosen at random per step);
+    ``physical_batch_size`` then counts units, each taking ``group`` rows.
+    """
 
     def __init__(
         self,
@@ -78,6 +85,8 @@ class PrivateLoader:
         sampling: str,
         gen: np.random.Generator,
         collate: Callable[[list[Any]], tuple[Tensor, ...]] | None = None,
+        units: Any = None,
+        group: int = 1,
     ) -> None:
         self.data = data
         self.sample_rate = sample_rate
@@ -85,10 +94,19 @@ class PrivateLoader:
         self.physical_batch_size = physical_batch_size
         self.steps_per_epoch = steps_per_epoch
         self.sampling = sampling
+        self.group = group
         self._gen = gen
         self._collate = collate or _default_collate
         self._tensors = _as_tensors(data)
         self.current: LogicalBatch | None = None
+        self._members: list[np.ndarray] | None = None
+        if units is not None:
+            ids = np.asarray(units)
+            if ids.shape != (len(data),):
+                raise PrivacyParameterError("units must hold one unit id per example of data.")
+            order = np.argsort(ids, kind="stable")
+            _, starts = np.unique(ids[order], return_index=True)
+            self._members = np.split(order, starts[1:])
 
     def __len__(self) -> int:
         return self.steps_per_epoch
@@ -100,11 +118,28 @@ class PrivateLoader:
             return tuple(x[t] for x in self._tensors)
         return self._collate([self.data[int(i)] for i in idx])
 
+    def _count(self) -> int:
+        return len(self.data) if self._members is None else len(self._members)
+
     def draw(self) -> np.ndarray:
-        """Indices of one Poisson sample: Binomial(N, q) of them, distinct, uniformly chosen."""
-        n = len(self.data)
+        """Indices of one Poisson sample: Binomial(N, q) of them, distinct, uniformly chosen.
+
+        With units: one row per sampled unit, up to ``group`` of its examples, −1 padded.
+        """
+        n = self._count()
         b = int(self._gen.binomial(n, self.sample_rate))
-        return np.sort(self._gen.choice(n, size=b, replace=False)) if b else np.empty(0, np.int64)
+        chosen = np.sort(self._gen.choice(n, size=b, replace=False)) if b else np.empty(0, int)
+        return self._rows(chosen)
+
+    def _rows(self, chosen: np.ndarray) -> np.ndarray:
+        if self._members is None:
+            return chosen.astype(np.int64)
+        out = np.full((len(chosen), self.group), -1, dtype=np.int64)
+        for r, u in enumerate(chosen):
+            m = self._members[int(u)]
+            take = self._gen.choice(m, size=min(len(m), self.group), replace=False)
+            out[r, : len(take)] = take
+        return out
 
     def __iter__(self) -> Iterator[LogicalBatch]:
         if self.sampling == "poisson":
@@ -112,9 +147,10 @@ class PrivateLoader:
                 self.current = LogicalBatch(self, self.draw())
                 yield self.current
             return
-        perm = self._gen.permutation(len(self.data))
+        perm = self._gen.permutation(self._count())
         for k in range(self.steps_per_epoch):
-            self.current = LogicalBatch(self, perm[k * self.batch_size : (k + 1) * self.batch_size])
+            part = perm[k * self.batch_size : (k + 1) * self.batch_size]
+            self.current = LogicalBatch(self, self._rows(part))
             yield self.current
 
 

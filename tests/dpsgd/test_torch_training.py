@@ -11,6 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from scipy import stats  # noqa: E402
+from torch import nn  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
 from dpkit.accounting import (  # noqa: E402
@@ -31,7 +32,6 @@ from dpkit.errors import (  # noqa: E402
 )
 from dpkit.random import seeded  # noqa: E402
 from dpkit.torch import make_private, plan_training  # noqa: E402
-from torch import nn  # noqa: E402
 
 
 def _setup(n: int = 40, **kw: object) -> tuple[nn.Module, object]:
@@ -289,3 +289,29 @@ def test_audit_one_step_within_claim_and_broken_clipping_caught() -> None:
     # unclipped, the extra example moves the output by 50/3σ: 300 runs refute the claim
     broken = epsilon_lower_bound(_one_step(False), d0, d1, trials=300, delta=1e-5, rng=0)
     assert float(broken.epsilon) > claimed
+
+
+def test_user_level_sampling_bounds_each_units_examples() -> None:
+    torch.manual_seed(0)
+    units = np.repeat(np.arange(20), np.arange(1, 21))  # unit u has u + 1 examples
+    n = len(units)
+    x = torch.randn(n, 3)
+    y = (x[:, 0] > 0).long()
+    model = nn.Linear(3, 2)
+    run = make_private(
+        model, torch.optim.SGD(model.parameters(), lr=0.5), TensorDataset(x, y), n_samples=20,
+        batch_size=5, epochs=2, max_grad_norm=1.0, delta=1e-5, noise_multiplier=1.0,
+        units=units, max_examples_per_unit=4, physical_batch_size=3, rng=seeded(0),
+    )  # fmt: skip
+    assert run.plan.sample_rate == 5 / 20  # units are the sampled population
+    batch = run.loader.draw()
+    assert batch.shape[1] == 4
+    for row in batch:
+        real = row[row >= 0]
+        assert len(np.unique(units[real])) == 1 and len(real) == min(4, units[real[0]] + 1)
+    run.fit(nn.CrossEntropyLoss(reduction="none"))
+    assert run.optimizer.steps_taken == 8
+    with pytest.raises(PrivacyParameterError, match="units"):
+        make_private(model, torch.optim.SGD(model.parameters(), lr=0.5), TensorDataset(x, y),
+                     n_samples=20, batch_size=5, epochs=1, max_grad_norm=1.0, delta=1e-5,
+                     noise_multiplier=1.0, max_examples_per_unit=4)  # fmt: skip

@@ -6,10 +6,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from torch import nn  # noqa: E402
+
 from dpkit.errors import PrivacyParameterError  # noqa: E402
 from dpkit.torch import replace_batchnorm  # noqa: E402
 from dpkit.torch._clip import Clipper  # noqa: E402
-from torch import nn  # noqa: E402
 
 
 class Scale(nn.Module):
@@ -186,3 +187,23 @@ def test_tied_weights_and_bad_losses_refused() -> None:
         clipper.accumulate(model(torch.randn(4, 3)).sum(), torch.ones(4, dtype=torch.bool))
     with pytest.raises(PrivacyParameterError, match="clipping"):
         Clipper(model, max_grad_norm=1.0, clipping="adaptive")
+
+
+def test_unit_level_norms_are_of_each_units_summed_gradient() -> None:
+    # rows 3u..3u+2 are unit u's examples; the last row of unit 1 is padding
+    torch.manual_seed(4)
+    model = Mixed().double()
+    tokens, image, y = _data(6)
+    ref = _reference(model, tokens, image, y)  # per-example gradients (cross-entropy)
+    rows = torch.tensor([True, True, True, True, True, False])
+    clipper = Clipper(model, max_grad_norm=0.05, clipping="flat")
+    losses = nn.functional.cross_entropy(model(tokens, image), y, reduction="none")
+    clipper.accumulate(losses, rows, group=3)
+    names = [n for n, p in model.named_parameters() if any(p is q for q in clipper.params)]
+    unit = {n: (ref[n] * rows.reshape(-1, *[1] * (ref[n].dim() - 1))).reshape(2, 3, -1).sum(1)
+            for n in names}  # fmt: skip
+    total = torch.cat(list(unit.values()), 1).norm(dim=1)
+    c = (0.05 * (1 - 2.0**-16) / total).clamp(max=1)
+    for n, s in zip(names, clipper.sums, strict=True):
+        torch.testing.assert_close(s.flatten(), (c[:, None] * unit[n]).sum(0), rtol=1e-9,
+                                   atol=1e-12)  # fmt: skip
