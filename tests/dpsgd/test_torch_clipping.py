@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 from dpkit.errors import PrivacyParameterError  # noqa: E402
-from dpkit.torch import replace_batchnorm  # noqa: E402
+from dpkit.torch import _layers, replace_batchnorm  # noqa: E402
 from dpkit.torch._clip import Clipper  # noqa: E402
 
 
@@ -82,7 +82,9 @@ def _run(model: nn.Module, clipping: str, c: float) -> tuple[Clipper, dict[str, 
     return clipper, ref
 
 
-def test_norms_match_torch_func() -> None:
+@pytest.mark.parametrize("conv_vmap_min", [64, 1])  # Conv2d by unfold, then by conv2d_weight
+def test_norms_match_torch_func(conv_vmap_min: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_layers, "CONV_VMAP_MIN", conv_vmap_min)
     torch.manual_seed(0)
     model = Mixed().double()
     tokens, image, y = _data()
@@ -104,8 +106,11 @@ def test_norms_match_torch_func() -> None:
             torch.testing.assert_close(g, ref[names[id(p)]], rtol=1e-9, atol=1e-12)
 
 
-@pytest.mark.parametrize("clipping", ["flat", "per_layer"])
-def test_clipped_sum_equals_clipping_reference(clipping: str) -> None:
+@pytest.mark.parametrize(("clipping", "conv_vmap_min"), [("flat", 64), ("per_layer", 1)])
+def test_clipped_sum_equals_clipping_reference(
+    clipping: str, conv_vmap_min: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_layers, "CONV_VMAP_MIN", conv_vmap_min)
     torch.manual_seed(1)
     model = Mixed().double()
     c = 0.05  # below most examples' norms: clipping is active

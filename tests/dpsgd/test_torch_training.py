@@ -315,3 +315,17 @@ def test_user_level_sampling_bounds_each_units_examples() -> None:
         make_private(model, torch.optim.SGD(model.parameters(), lr=0.5), TensorDataset(x, y),
                      n_samples=20, batch_size=5, epochs=1, max_grad_norm=1.0, delta=1e-5,
                      noise_multiplier=1.0, max_examples_per_unit=4)  # fmt: skip
+
+
+def test_checkpoint_carries_the_steps_taken() -> None:
+    _, run = _setup(n=40, batch_size=8)
+    run.fit(nn.CrossEntropyLoss(reduction="none"), steps=3)
+    state = run.optimizer.state_dict()
+    assert state["steps_taken"] == 3
+    _, resumed = _setup(n=40, batch_size=8)
+    resumed.optimizer.load_state_dict(state)
+    assert resumed.epsilon() == run.epsilon() > 0
+    resumed.fit(nn.CrossEntropyLoss(reduction="none"))  # the 2 steps left of the plan's 5
+    assert resumed.optimizer.steps_taken == 5
+    with pytest.raises(PrivacyParameterError, match="steps_taken"):
+        resumed.optimizer.load_state_dict(state)  # going back would reuse paid-for steps

@@ -15,9 +15,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from torch import Tensor, nn
+
 from dpkit.errors import PrivacyParameterError
 from dpkit.torch._layers import Captured, LayerRule, rule_for
-from torch import Tensor, nn
 
 __all__ = ["Clipper", "check_module"]
 
@@ -202,6 +203,7 @@ def _zero_dropped(layer_calls: list[list[Captured]], keep: Tensor) -> None:
             call.inputs = tuple(_where(keep, a) for a in call.inputs)
             assert call.grad is not None
             call.grad = _where(keep, call.grad)
+            call.view = None  # recomputed from the zeroed inputs
 
 
 def _where(keep: Tensor, x: Any) -> Any:

@@ -37,9 +37,12 @@ def demo() -> None:
     plain = net()
     opt = torch.optim.SGD(plain.parameters(), lr=0.5)
     for _ in range(15):
-        for idx in torch.randperm(n).split(64):
+        perm = torch.randperm(n)
+        for start in range(0, n, 64):
+            idx = perm[start : start + 64]
             opt.zero_grad()
-            nn.functional.cross_entropy(plain(xtr[idx]), ttr[idx]).backward()
+            loss = nn.functional.cross_entropy(plain(xtr[idx]), ttr[idx])
+            torch.autograd.backward(loss)
             opt.step()
     print(f"digits: {n} training images (8x8); non-private SGD test accuracy {accuracy(plain):.3f}")
     crit = nn.CrossEntropyLoss(reduction="none")

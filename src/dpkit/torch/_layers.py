@@ -22,23 +22,27 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from torch.nn import functional as F
-
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 
 __all__ = ["Captured", "LayerRule", "rule_for"]
+
+CONV_VMAP_MIN = 64
+"""Conv2d layers with Cin·k² at least this use :class:`ConvGradRule`, smaller ones ``unfold``
+(measured on CPU: unfold wins for a 3-channel input layer, loses 10× at 32 channels)."""
 
 
 class Captured:
     """One call of a layer in a forward pass: its inputs and output (the graph's node)."""
 
-    __slots__ = ("grad", "inputs", "output")
+    __slots__ = ("grad", "inputs", "output", "view")
 
     def __init__(self, inputs: tuple[Any, ...], output: Tensor) -> None:
         self.inputs = inputs
         self.output = output
         self.grad: Tensor | None = None
+        self.view: Captured | None = None  # a convolution's patches, unfolded once
 
 
 class LayerRule:
@@ -229,10 +233,11 @@ class ConvRule(LinearRule):
         return cols.transpose(1, 2), g.reshape(g.shape[0], g.shape[1], -1).transpose(1, 2)
 
     def _views(self, call: Captured) -> Captured:
-        a, g = self._patches(call)
-        view = Captured((a,), call.output)
-        view.grad = g
-        return view
+        if call.view is None:
+            a, g = self._patches(call)
+            call.view = Captured((a,), call.output)
+            call.view.grad = g
+        return call.view
 
     def norms2(self, calls: list[Captured], group: int = 1) -> Tensor:
         return super().norms2([self._views(c) for c in calls], group)
@@ -251,6 +256,47 @@ class ConvRule(LinearRule):
 
     def _per_example_call(self, call: Captured) -> list[Tensor]:
         return LinearRule._per_example_call(self, call)
+
+
+class ConvGradRule(LayerRule):
+    """``nn.Conv2d`` with many input channels: per-example weight gradients by a batched
+    convolution backward (``vmap`` of ``conv2d_weight``), on CPU several times faster than
+    ``unfold`` once Cin·k² is large; the clipped sum is one ``conv2d_weight`` of ``c·g``."""
+
+    def _weight_grad(self, x: Tensor, g: Tensor) -> Tensor:
+        m = self.module
+        from torch.nn.grad import conv2d_weight
+
+        out: Tensor = conv2d_weight(  # type: ignore[no-untyped-call]
+            x, m.weight.shape, g, stride=m.stride, padding=m.padding, dilation=m.dilation
+        )
+        return out
+
+    def _per_example_call(self, call: Captured) -> list[Tensor]:
+        from torch.func import vmap
+
+        assert call.grad is not None
+        x, g = call.inputs[0], call.grad
+        out = []
+        if self.module.weight.requires_grad:
+            out.append(vmap(lambda xi, gi: self._weight_grad(xi[None], gi[None])[None])(x, g)[:, 0])
+        if self.module.bias is not None and self.module.bias.requires_grad:
+            out.append(g.sum((2, 3)))
+        return out
+
+    def clipped_sum(self, calls: list[Captured], c: Tensor) -> list[Tensor]:
+        w: Tensor | None = None
+        b: Tensor | None = None
+        for call in calls:
+            assert call.grad is not None
+            gc = call.grad * c.to(call.grad.dtype)[:, None, None, None]
+            if self.module.weight.requires_grad:
+                wi = self._weight_grad(call.inputs[0], gc)
+                w = wi if w is None else w + wi
+            if self.module.bias is not None and self.module.bias.requires_grad:
+                bi = gc.sum((0, 2, 3))
+                b = bi if b is None else b + bi
+        return [x for x in (w, b) if x is not None]
 
 
 class NormRule(LayerRule):
@@ -296,6 +342,9 @@ def rule_for(module: nn.Module) -> LayerRule:
     if isinstance(module, nn.Embedding) and module.max_norm is None and not module.sparse:
         return EmbeddingRule(module)
     if _conv_ok(module):
+        m: Any = module
+        if isinstance(m, nn.Conv2d) and m.in_channels * math.prod(m.kernel_size) >= CONV_VMAP_MIN:
+            return ConvGradRule(module)
         return ConvRule(module)
     if isinstance(module, nn.LayerNorm | nn.GroupNorm):
         return NormRule(module)
