@@ -36,11 +36,18 @@ _LAYER_SECTIONS = (
     "dpkit.release._demo_synth",
     "dpkit.server._demo",
     "dpkit.sql._demo",
+    "dpkit.torch._demo",
 )
 
 
 def _section(module: str) -> Callable[[], None]:
-    demo: Callable[[], None] = importlib.import_module(module).demo
+    try:
+        demo: Callable[[], None] = importlib.import_module(module).demo
+    except ImportError as exc:
+        if exc.name is not None or "dpkit[" not in str(exc):
+            raise
+        reason = str(exc)  # an optional layer whose extra is not installed: say so, go on
+        return lambda: print(f"({module.split('.')[1]} demo skipped: {reason})")
     return demo
 
 

@@ -1,0 +1,213 @@
+"""Per-example clipping of a whole model's gradient, accumulated over physical batches.
+
+Forward hooks record each layer call's inputs and output; :meth:`Clipper.accumulate` then asks
+autograd for the gradient of the summed per-example losses with respect to those outputs only (so
+no parameter gradient is computed twice), turns them into per-example norms layer by layer
+(:mod:`dpkit.torch._layers`), and adds ``Σ_i c_i ∇loss_i`` with ``c_i = min(1, C/‖∇loss_i‖)`` to
+running sums. Padded examples and examples whose gradient is not finite get ``c_i = 0`` and are
+zeroed before any product, so a NaN in one record cannot reach the sum.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from dpkit.errors import PrivacyParameterError
+from dpkit.torch._layers import Captured, LayerRule, rule_for
+
+__all__ = ["Clipper", "check_module"]
+
+# Clip to C·(1 − 2⁻¹⁶): float32 norms carry a relative error far below this margin, so every
+# clipped gradient's true norm stays within C.
+_MARGIN = 1.0 - 2.0**-16
+_MIXING = (nn.modules.batchnorm._BatchNorm, nn.SyncBatchNorm)
+
+
+def check_module(model: nn.Module) -> list[nn.Module]:
+    """Refuse models whose per-example gradients are not defined; return the layers to hook."""
+    for name, m in model.named_modules():
+        if isinstance(m, _MIXING) and (m.training or any(p.requires_grad for p in m.parameters())):
+            raise PrivacyParameterError(
+                f"layer {name or '(model)'} is a BatchNorm: it normalises with statistics of the "
+                "whole batch, so one example changes every other example's gradient and "
+                "per-example clipping bounds nothing. Replace it with GroupNorm or LayerNorm "
+                "(dpkit.torch.replace_batchnorm(model) does it and keeps every feature), or "
+                "freeze it (eval() and requires_grad_(False))."
+            )
+    owners: dict[int, str] = {}
+    layers = []
+    for name, m in model.named_modules():
+        own = [p for p in m.parameters(recurse=False) if p.requires_grad]
+        for p in own:
+            if id(p) in owners:
+                raise PrivacyParameterError(
+                    f"a parameter of layer {name} is shared with layer {owners[id(p)]} (tied "
+                    "weights): per-example norms of tied layers are not supported; untie them."
+                )
+            owners[id(p)] = name
+        if own:
+            layers.append(m)
+    if not layers:
+        raise PrivacyParameterError("the model has no trainable parameters.")
+    return layers
+
+
+class Clipper:
+    """Clipped per-example gradient sums of ``model``'s trainable parameters.
+
+    ``clipping="flat"`` clips each example's whole gradient to ``max_grad_norm``;
+    ``"per_layer"`` clips each layer's part to ``max_grad_norm/√L`` (L layers), so the whole
+    gradient's norm is again at most ``max_grad_norm``.
+    """
+
+    def __init__(self, model: nn.Module, *, max_grad_norm: float, clipping: str) -> None:
+        if clipping not in ("flat", "per_layer"):
+            raise PrivacyParameterError('clipping must be "flat" or "per_layer".')
+        self.model = model
+        self.rules: list[LayerRule] = [rule_for(m) for m in check_module(model)]
+        self.params = [p for r in self.rules for p in r.params]
+        self.max_grad_norm = max_grad_norm
+        self.clipping = clipping
+        self._calls: dict[nn.Module, list[Captured]] = {r.module: [] for r in self.rules}
+        self.busy = False  # set while norms are computed: layers run again under torch.func
+        self._sums: list[Tensor] | None = None  # made by the first accumulate (no zero-filling)
+        self._handles = [r.module.register_forward_hook(self._record) for r in self.rules]
+
+    def _record(self, module: nn.Module, inputs: tuple[Any, ...], output: Any) -> None:
+        if self.busy or not torch.is_grad_enabled():
+            return
+        if not isinstance(output, Tensor):
+            raise PrivacyParameterError(
+                f"layer {type(module).__name__} returns {type(output).__name__}, not a tensor: "
+                "per-example gradients need layers with parameters to return one tensor."
+            )
+        ins = tuple(a.detach() if isinstance(a, Tensor) else a for a in inputs)
+        self._calls[module].append(Captured(ins, output))
+
+    def add_handle(self, handle: Any) -> None:
+        """Remember another hook to detach in :meth:`remove`."""
+        self._handles.append(handle)
+
+    def remove(self) -> None:
+        """Detach the hooks from the model."""
+        for h in self._handles:
+            h.remove()
+
+    @property
+    def sums(self) -> list[Tensor]:
+        """Clipped gradient sums since :meth:`reset`, one per parameter (zeros if none)."""
+        if self._sums is None:
+            return [torch.zeros_like(p) for p in self.params]
+        return self._sums
+
+    def reset(self) -> None:
+        """Forget the running sums (start of a logical batch)."""
+        self._sums = None
+
+    def discard(self) -> None:
+        """Forget recorded layer calls (a forward pass that will not be backpropagated)."""
+        for calls in self._calls.values():
+            calls.clear()
+
+    def _captured(self) -> Iterator[Captured]:
+        for calls in self._calls.values():
+            yield from calls
+
+    def accumulate(self, losses: Tensor, mask: Tensor, *, group: int = 1) -> None:
+        """Add the clipped per-example gradients of ``losses`` (shape (B,)) where ``mask``.
+
+        ``group`` = k > 1: consecutive blocks of k examples are one privacy unit's; each unit's
+        summed gradient is clipped (user-level DP-SGD), masked rows contribute nothing.
+        """
+        if losses.dim() == 1 and losses.shape[0] % group:
+            self.discard()
+            raise PrivacyParameterError("the batch must hold whole units of examples.")
+        if losses.dim() != 1 or losses.shape[0] != mask.shape[0]:
+            self.discard()
+            raise PrivacyParameterError(
+                "losses must be one loss per example of the physical batch (shape (B,)): use "
+                'reduction="none" in the loss function.'
+            )
+        calls = list(self._captured())
+        if not calls:
+            raise PrivacyParameterError(
+                "no forward pass of the model was recorded before backward."
+            )
+        try:
+            outputs = [c.output for c in calls]
+            grads = torch.autograd.grad(losses.sum(), outputs, allow_unused=True)
+            for call, g in zip(calls, grads, strict=True):
+                call.grad = torch.zeros_like(call.output) if g is None else g.detach()
+            self.busy = True
+            with torch.no_grad():
+                self._add(mask.to(torch.bool), group)
+        finally:
+            self.busy = False
+            self.discard()
+
+    def _add(self, rows: Tensor, group: int) -> None:
+        layer_calls = [self._calls[r.module] for r in self.rules]
+        if group > 1:  # padding rows inside a unit: zero them before the unit's sum
+            if not bool(rows.all()):
+                _zero_dropped(layer_calls, rows)
+            mask = rows.reshape(-1, group).any(1)
+        else:
+            mask = rows
+        norms2 = torch.stack(
+            [
+                r.norms2(c, group).to(torch.float64)
+                for r, c in zip(self.rules, layer_calls, strict=True)
+            ]
+        )
+        if self.clipping == "flat":
+            bound = self.max_grad_norm * _MARGIN
+            total = norms2.sum(0).sqrt()
+            ok = mask & torch.isfinite(total)
+            c = torch.where(ok, (bound / total.clamp_min(1e-300)).clamp(max=1.0), 0.0)
+            factors = [c] * len(self.rules)
+            keep = ok
+        else:
+            bound = self.max_grad_norm / math.sqrt(len(self.rules)) * _MARGIN
+            n = norms2.sqrt()
+            ok = mask & torch.isfinite(norms2).all(0)
+            factors = [
+                torch.where(ok, (bound / n[i].clamp_min(1e-300)).clamp(max=1.0), 0.0)
+                for i in range(len(self.rules))
+            ]
+            keep = ok
+        if group > 1:
+            keep = keep.repeat_interleave(group)
+            factors = [f.repeat_interleave(group) for f in factors]
+        if not bool(keep.all()):
+            _zero_dropped(layer_calls, keep)
+        new = [
+            g.reshape(p.shape)
+            for rule, calls, c in zip(self.rules, layer_calls, factors, strict=True)
+            for g, p in zip(rule.clipped_sum(calls, c), rule.params, strict=True)
+        ]
+        if self._sums is None:
+            self._sums = new
+        else:
+            self._sums = [s + g for s, g in zip(self._sums, new, strict=True)]
+
+
+def _zero_dropped(layer_calls: list[list[Captured]], keep: Tensor) -> None:
+    """Zero inputs and output gradients of dropped examples (0·NaN would be NaN)."""
+    for calls in layer_calls:
+        for call in calls:
+            call.inputs = tuple(_where(keep, a) for a in call.inputs)
+            assert call.grad is not None
+            call.grad = _where(keep, call.grad)
+            call.view = None  # recomputed from the zeroed inputs
+
+
+def _where(keep: Tensor, x: Any) -> Any:
+    if not isinstance(x, Tensor) or not x.is_floating_point():
+        return x
+    k = keep.reshape(-1, *([1] * (x.dim() - 1)))
+    return torch.where(k, x, torch.zeros((), dtype=x.dtype))

@@ -1,0 +1,62 @@
+"""Demo section: DP-SGD on scikit-learn's handwritten digits (real data, no download)."""
+
+from __future__ import annotations
+
+__all__ = ["demo"]
+
+SEED = 2024
+
+
+def demo() -> None:
+    """Train a small network privately on the digits at ε = 1, 3, 8 and compare with SGD."""
+    import torch
+    from sklearn import datasets  # type: ignore[import-untyped]
+    from sklearn.model_selection import train_test_split  # type: ignore[import-untyped]
+    from torch import nn
+    from torch.utils.data import TensorDataset
+
+    from dpkit.random import seeded
+    from dpkit.torch import make_private
+
+    print("== DP-SGD for PyTorch (dpkit.torch) ==")
+    X, y = datasets.load_digits(return_X_y=True)
+    X = X / 16.0  # pixel range 0..16 is public
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, random_state=0)
+    xtr, xte = torch.tensor(Xtr, dtype=torch.float32), torch.tensor(Xte, dtype=torch.float32)
+    ttr, tte = torch.tensor(ytr), torch.tensor(yte)
+    n = len(ytr)
+
+    def net() -> nn.Module:
+        torch.manual_seed(SEED)
+        return nn.Sequential(nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 10))
+
+    def accuracy(model: nn.Module) -> float:
+        with torch.no_grad():
+            return float((model(xte).argmax(1) == tte).float().mean())
+
+    plain = net()
+    opt = torch.optim.SGD(plain.parameters(), lr=0.5)
+    for _ in range(15):
+        perm = torch.randperm(n)
+        for start in range(0, n, 64):
+            idx = perm[start : start + 64]
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(plain(xtr[idx]), ttr[idx])
+            torch.autograd.backward(loss)
+            opt.step()
+    print(f"digits: {n} training images (8x8); non-private SGD test accuracy {accuracy(plain):.3f}")
+    crit = nn.CrossEntropyLoss(reduction="none")
+    for eps in (1.0, 3.0, 8.0):
+        model = net()
+        run = make_private(
+            model, torch.optim.SGD(model.parameters(), lr=2.0), TensorDataset(xtr, ttr),
+            n_samples=n, batch_size=128, epochs=15, max_grad_norm=1.0, delta=1e-5,
+            target_epsilon=eps, accounting="rdp", rng=seeded(SEED),
+        )  # fmt: skip
+        run.fit(crit)
+        print(
+            f"  eps={eps:g}, delta=1e-5: noise multiplier {run.plan.noise_multiplier:.2f}, "
+            f"{run.plan.steps} Poisson steps (q={run.plan.sample_rate:.3f}), "
+            f"test accuracy {accuracy(model):.3f}, accounted eps {run.epsilon():.3f}"
+        )
+    print("  (the seeded generator makes this demo reproducible; real runs use rng=None)")

@@ -1,0 +1,126 @@
+"""The private optimizer: clipped sums over a logical batch, exact noise, one update per step."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import torch
+from dpkit.errors import BudgetExceededError, PrivacyParameterError
+from dpkit.noise import gaussian
+from dpkit.torch._clip import Clipper
+from dpkit.torch._plan import TrainingPlan
+from dpkit.torch._sampling import LogicalBatch, PrivateLoader
+from torch import Tensor
+
+__all__ = ["PrivateOptimizer"]
+
+
+class PrivateOptimizer:
+    """Wraps a ``torch.optim.Optimizer``; its updates use noisy clipped gradients only.
+
+    Use it as the wrapped optimizer, with :meth:`backward` in place of ``loss.backward()``::
+
+        for batch in loader:              # one logical batch = one DP-SGD step
+            optimizer.zero_grad()
+            for x, y in batch:            # fixed-shape physical batches
+                optimizer.backward(criterion(model(x), y))   # per-example losses, shape (B,)
+            optimizer.step()
+
+    :meth:`step` adds Gaussian noise of standard deviation ``plan.sigma`` to the sum of the
+    clipped per-example gradients (dpkit's exact discrete Gaussian on the grid ``2**plan.grid``,
+    from dpkit's secure generator unless a seeded one was given), divides by the public expected
+    batch size ``plan.expected_batch_size`` and lets the wrapped optimizer update. A step with an
+    empty batch is noised like any other. The run was paid for when it was made private; a step
+    past ``plan.steps`` raises :class:`~dpkit.errors.BudgetExceededError` before any noise.
+    """
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        *,
+        clipper: Clipper,
+        plan: TrainingPlan,
+        loader: PrivateLoader,
+        gen: np.random.Generator,
+    ) -> None:
+        self.original_optimizer = optimizer
+        self.clipper = clipper
+        self.plan = plan
+        self.loader = loader
+        self._gen = gen
+        self.steps_taken = 0
+        managed = {id(p) for p in clipper.params}
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                if p.requires_grad and id(p) not in managed:
+                    raise PrivacyParameterError(
+                        "the optimizer updates a parameter that is not a trainable parameter of "
+                        "the private model; give the optimizer model.parameters()."
+                    )
+
+    @property
+    def param_groups(self) -> list[dict[str, Any]]:
+        return self.original_optimizer.param_groups
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Forget the accumulated clipped sums and the parameters' gradients."""
+        self.original_optimizer.zero_grad(set_to_none=set_to_none)
+        self.clipper.reset()
+
+    def backward(self, losses: Tensor, *, mask: Tensor | None = None) -> None:
+        """Clip the per-example gradients of ``losses`` (shape (B,)) and add them to the sums.
+
+        ``mask`` (bool, shape (B,)) marks real examples; by default it is the mask of the
+        physical batch the private loader is iterating (padding masked out).
+        """
+        if mask is None:
+            batch = self.loader.current
+            if batch is not None and batch.mask is not None:
+                mask = batch.mask
+            else:
+                mask = torch.ones(losses.shape[0] if losses.dim() else 1, dtype=torch.bool)
+        self.clipper.accumulate(losses, mask, group=self.loader.group)
+
+    def step(self, closure: None = None) -> None:
+        """Noise the clipped sum, normalise by the expected batch size, update the parameters."""
+        if closure is not None:
+            raise PrivacyParameterError("closures are not supported: call backward() first.")
+        if self.steps_taken >= self.plan.steps:
+            raise BudgetExceededError(
+                f"the plan paid for {self.plan.steps} steps and all have been taken; make a new "
+                "private run (and pay for it) to train further."
+            )
+        batch: LogicalBatch | None = self.loader.current
+        if batch is not None and batch.done < batch.physical_batches:
+            raise PrivacyParameterError(
+                "step() before every physical batch of the logical batch was used: iterate the "
+                "whole batch (the sampling the accounting assumes) before stepping."
+            )
+        sums = self.clipper.sums
+        flat = torch.cat([s.reshape(-1) for s in sums]).to(torch.float64).numpy()
+        noisy = np.asarray(gaussian(flat, self.plan.sigma, grid=self.plan.grid, rng=self._gen))
+        noisy /= self.plan.expected_batch_size
+        out = torch.from_numpy(noisy)
+        k = 0
+        for p, s in zip(self.clipper.params, sums, strict=True):
+            n = s.numel()
+            p.grad = out[k : k + n].reshape(p.shape).to(p.dtype)
+            k += n
+        self.steps_taken += 1
+        self.original_optimizer.step()
+        self.clipper.reset()
+        self.loader.current = None
+
+    def state_dict(self) -> dict[str, Any]:
+        """The wrapped optimizer's state and the number of private steps taken."""
+        return {"optimizer": self.original_optimizer.state_dict(), "steps_taken": self.steps_taken}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` (the steps taken count against the same plan)."""
+        self.original_optimizer.load_state_dict(state["optimizer"])
+        taken = state["steps_taken"]
+        if isinstance(taken, bool) or not isinstance(taken, int) or taken < self.steps_taken:
+            raise PrivacyParameterError("steps_taken must be an int, at least the steps taken.")
+        self.steps_taken = taken

@@ -1,0 +1,173 @@
+"""The privacy plan of a DP-SGD run: noise, grid, and the event of the sampler actually used."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from dpkit._checks import check_delta
+from dpkit.accounting import (
+    Event,
+    GaussianEvent,
+    PoissonSubsampledEvent,
+    SelfComposedEvent,
+    calibrate,
+    epsilon_of,
+)
+from dpkit.errors import PrivacyParameterError
+from dpkit.noise import check_gaussian_scale, gaussian_grid, rounded_sensitivity
+
+__all__ = ["TrainingPlan", "plan_training"]
+
+SAMPLINGS = ("poisson", "shuffle")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainingPlan:
+    """A calibrated private training run: what each step adds and what the run costs (no data).
+
+    Privacy guarantee: the ``steps`` released noisy gradient sums (hence the model, and every
+    iterate) satisfy ``event``, whose (ε, δ) is :meth:`epsilon`. For ``sampling="poisson"`` the
+    event is ``steps`` Poisson-subsampled Gaussians with rate ``sample_rate`` under add/remove of
+    one example (Abadi et al. 2016); for ``"shuffle"`` it is ``epochs`` Gaussians with twice the
+    sensitivity, under replacement of one example (no amplification by shuffling is claimed).
+    """
+
+    noise_multiplier: float
+    """σ / Δ."""
+    sigma: float
+    """Standard deviation of the noise added to each step's clipped gradient sum."""
+    grid: int
+    """The noisy sums lie on multiples of ``2**grid``."""
+    sensitivity: float
+    """Δ: ℓ2 sensitivity of one step's grid-rounded sum (just above ``max_grad_norm``)."""
+    max_grad_norm: float
+    sample_rate: float
+    """q = batch_size / n_samples."""
+    expected_batch_size: float
+    """q · n_samples, the public divisor of every step's noisy sum."""
+    steps: int
+    steps_per_epoch: int
+    sampling: str
+    delta: float
+    event: Event
+    """The whole run."""
+    accounting: str = "auto"
+    """How ε is computed from the event (``"auto"``: the better of PLD and RDP)."""
+
+    def step_event(self) -> Event:
+        """The event of one step (Poisson) or one epoch (shuffle)."""
+        e = self.event
+        return e.event if isinstance(e, SelfComposedEvent) else e
+
+    def epsilon_after(self, steps: int, *, delta: float | None = None) -> float:
+        """ε after ``steps`` steps of this plan, at ``delta`` (default: the plan's δ)."""
+        d = self.delta if delta is None else check_delta(delta, allow_zero=False)
+        if steps <= 0:
+            return 0.0
+        units = steps if self.sampling == "poisson" else -(-steps // self.steps_per_epoch)
+        one = self.step_event()
+        event = SelfComposedEvent(one, count=units) if units > 1 else one
+        return float(epsilon_of(event, delta=d, method=self.accounting))
+
+    def epsilon(self) -> float:
+        """ε of the whole run at the plan's δ."""
+        return float(epsilon_of(self.event, delta=self.delta, method=self.accounting))
+
+
+def _step_event(sigma: float, sens: float, sampling: str, q: float) -> Event:
+    if sampling == "poisson":
+        return PoissonSubsampledEvent(GaussianEvent(sigma=sigma, sensitivity=sens), sampling_rate=q)
+    # replace one example: one batch of the epoch changes, its sum by at most 2Δ
+    return GaussianEvent(sigma=sigma, sensitivity=2 * sens)
+
+
+def plan_training(
+    *,
+    n_samples: int,
+    batch_size: int,
+    epochs: float,
+    max_grad_norm: float,
+    dimension: int,
+    delta: float,
+    sampling: str = "poisson",
+    noise_multiplier: float | None = None,
+    target_epsilon: float | None = None,
+    accounting: str = "auto",
+) -> TrainingPlan:
+    """Calibrate a DP-SGD run from public quantities only.
+
+    ``steps = ceil(epochs · n_samples / batch_size)``. Give exactly one of ``noise_multiplier``
+    (σ = it · Δ) or ``target_epsilon`` (the smallest multiplier whose run is (ε, δ)-DP, by
+    dpkit's accountant: ``accounting="auto"`` takes the better of PLD (Doroshenko et al. 2022)
+    and RDP (Mironov, Talwar & Zhang 2019); ``"pld"`` or ``"rdp"`` one of them, ``"rdp"``
+    being the fastest to calibrate).
+
+    Examples
+    --------
+    >>> p = plan_training(n_samples=60_000, batch_size=256, epochs=1, max_grad_norm=1.0,
+    ...                   dimension=1000, delta=1e-5, noise_multiplier=1.0)
+    >>> p.steps, round(p.sample_rate, 5), round(p.epsilon(), 2)
+    (235, 0.00427, 0.39)
+    """
+    if accounting not in ("auto", "pld", "rdp"):
+        raise PrivacyParameterError('accounting must be "auto", "pld" or "rdp".')
+    if sampling not in SAMPLINGS:
+        raise PrivacyParameterError('sampling must be "poisson" or "shuffle".')
+    for v, name in ((n_samples, "n_samples"), (batch_size, "batch_size"), (dimension, "dimension")):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise PrivacyParameterError(f"{name} must be a positive int.")
+    if batch_size > n_samples:
+        raise PrivacyParameterError("batch_size must be at most n_samples.")
+    for x, label in ((epochs, "epochs"), (max_grad_norm, "max_grad_norm")):
+        if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x) or x <= 0:
+            raise PrivacyParameterError(f"{label} must be a finite positive number.")
+    d = check_delta(delta, allow_zero=False)
+    if (noise_multiplier is None) == (target_epsilon is None):
+        raise PrivacyParameterError("give exactly one of noise_multiplier and target_epsilon.")
+    q = batch_size / n_samples
+    per_epoch = (
+        math.ceil(n_samples / batch_size) if sampling == "poisson" else n_samples // batch_size
+    )
+    steps = math.ceil(epochs * n_samples / batch_size)
+    if sampling == "shuffle":
+        if epochs != int(epochs):
+            raise PrivacyParameterError('sampling="shuffle" needs a whole number of epochs.')
+        steps = int(epochs) * per_epoch
+    units = steps if sampling == "poisson" else int(epochs)
+
+    if target_epsilon is not None:
+        z = calibrate(
+            lambda s: _step_event(s, 1.0, sampling, q),
+            epsilon=target_epsilon,
+            delta=d,
+            count=units,
+            lower=0.05,
+            upper=1e3,
+            tolerance=1e-4,
+            method=accounting,
+        )
+    else:
+        if not isinstance(noise_multiplier, int | float) or not noise_multiplier > 0:
+            raise PrivacyParameterError("noise_multiplier must be a finite positive number.")
+        z = float(noise_multiplier)
+    grid = gaussian_grid(2 * z * max_grad_norm)
+    sens = rounded_sensitivity(max_grad_norm, grid, coordinates=dimension, norm=2)
+    sigma = math.nextafter(z * sens, math.inf)
+    check_gaussian_scale(sigma, grid)
+    one = _step_event(sigma, sens, sampling, q)
+    return TrainingPlan(
+        noise_multiplier=z,
+        sigma=sigma,
+        grid=grid,
+        sensitivity=sens,
+        max_grad_norm=float(max_grad_norm),
+        sample_rate=q,
+        expected_batch_size=q * n_samples,
+        steps=steps,
+        steps_per_epoch=per_epoch,
+        sampling=sampling,
+        delta=d,
+        event=SelfComposedEvent(one, count=units) if units > 1 else one,
+        accounting=accounting,
+    )

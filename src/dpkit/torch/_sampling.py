@@ -1,0 +1,163 @@
+"""Batches that match the accounting: Poisson subsampling with fixed physical shapes, or shuffling.
+
+Poisson (the default, Abadi et al. 2016): each step keeps every example independently with
+probability ``q = batch_size / n_samples``, where ``n_samples`` is a *declared*, public size. The
+step draws the batch size ``b ~ Binomial(len(data), q)`` and then ``b`` distinct indices
+uniformly, which is the same distribution as independent coin flips and costs O(b), not O(N)
+(Beltran et al. 2024). The ``b`` examples are cut into physical batches of a fixed size, the
+last one padded and masked, so every forward pass has one shape; ``b = 0`` gives no physical
+batch and the step still releases noise. Randomness comes from dpkit's secure generator unless a
+seeded one is given.
+
+Shuffling ("shuffle"): each epoch is a random permutation cut into ``len(data) // batch_size``
+full batches. No amplification is claimed for it (see :mod:`dpkit.torch._plan`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from dpkit.errors import PrivacyParameterError
+
+__all__ = ["LogicalBatch", "PrivateLoader"]
+
+
+def _default_collate(items: list[Any]) -> tuple[Tensor, ...]:
+    first = items[0]
+    if isinstance(first, tuple | list):
+        return tuple(
+            torch.stack([torch.as_tensor(it[k]) for it in items]) for k in range(len(first))
+        )
+    return (torch.stack([torch.as_tensor(it) for it in items]),)
+
+
+class LogicalBatch:
+    """One DP-SGD step's examples: iterate it for the fixed-shape physical batches.
+
+    Each item is the tuple of tensors of one physical batch; padded rows repeat a real example
+    and are masked out of the gradient (``mask`` of the physical batch being iterated). With
+    privacy units, ``indices`` has one row of ``group`` example indices per unit (−1: padding).
+    """
+
+    def __init__(self, loader: PrivateLoader, indices: np.ndarray) -> None:
+        self._loader = loader
+        self.indices = indices.reshape(-1, loader.group)
+        p = loader.physical_batch_size
+        self.physical_batches = -(-len(self.indices) // p)
+        self.mask: Tensor | None = None
+        self.done = 0
+
+    def __iter__(self) -> Iterator[tuple[Tensor, ...]]:
+        p = self._loader.physical_batch_size
+        for start in range(0, len(self.indices), p):
+            chunk = self.indices[start : start + p]
+            if len(chunk) < p:  # pad whole rows: the shape stays fixed
+                chunk = np.concatenate([chunk, np.full((p - len(chunk), chunk.shape[1]), -1)])
+            flat = chunk.reshape(-1)
+            real = flat >= 0
+            self.mask = torch.from_numpy(real)
+            # padded rows repeat a real example (masked out): no value is invented
+            yield self._loader.fetch(np.where(real, flat, flat[0]))
+            self.done += 1
+
+
+class PrivateLoader:
+    """Logical batches drawn as the privacy accounting assumes (Poisson or shuffled).
+
+    With ``units`` (one privacy-unit id per example), Poisson sampling picks units, each with
+    probability q, and at most ``group`` of each unit's examples (chosen at random per step);
+    ``physical_batch_size`` then counts units, each taking ``group`` rows.
+    """
+
+    def __init__(
+        self,
+        data: Sequence[Any],
+        *,
+        sample_rate: float,
+        batch_size: int,
+        physical_batch_size: int,
+        steps_per_epoch: int,
+        sampling: str,
+        gen: np.random.Generator,
+        collate: Callable[[list[Any]], tuple[Tensor, ...]] | None = None,
+        units: Any = None,
+        group: int = 1,
+    ) -> None:
+        self.data = data
+        self.sample_rate = sample_rate
+        self.batch_size = batch_size
+        self.physical_batch_size = physical_batch_size
+        self.steps_per_epoch = steps_per_epoch
+        self.sampling = sampling
+        self.group = group
+        self._gen = gen
+        self._collate = collate or _default_collate
+        self._tensors = _as_tensors(data)
+        self.current: LogicalBatch | None = None
+        self._members: list[np.ndarray] | None = None
+        if units is not None:
+            ids = np.asarray(units)
+            if ids.shape != (len(data),):
+                raise PrivacyParameterError("units must hold one unit id per example of data.")
+            order = np.argsort(ids, kind="stable")
+            _, starts = np.unique(ids[order], return_index=True)
+            self._members = np.split(order, starts[1:])
+
+    def __len__(self) -> int:
+        return self.steps_per_epoch
+
+    def fetch(self, idx: np.ndarray) -> tuple[Tensor, ...]:
+        """The examples at ``idx``, collated into tensors."""
+        if self._tensors is not None:
+            t = torch.from_numpy(idx.astype(np.int64))
+            return tuple(x[t] for x in self._tensors)
+        return self._collate([self.data[int(i)] for i in idx])
+
+    def _count(self) -> int:
+        return len(self.data) if self._members is None else len(self._members)
+
+    def draw(self) -> np.ndarray:
+        """Indices of one Poisson sample: Binomial(N, q) of them, distinct, uniformly chosen.
+
+        With units: one row per sampled unit, up to ``group`` of its examples, −1 padded.
+        """
+        n = self._count()
+        b = int(self._gen.binomial(n, self.sample_rate))
+        chosen = np.sort(self._gen.choice(n, size=b, replace=False)) if b else np.empty(0, int)
+        return self._rows(chosen)
+
+    def _rows(self, chosen: np.ndarray) -> np.ndarray:
+        if self._members is None:
+            return chosen.astype(np.int64)
+        out = np.full((len(chosen), self.group), -1, dtype=np.int64)
+        for r, u in enumerate(chosen):
+            m = self._members[int(u)]
+            take = self._gen.choice(m, size=min(len(m), self.group), replace=False)
+            out[r, : len(take)] = take
+        return out
+
+    def __iter__(self) -> Iterator[LogicalBatch]:
+        if self.sampling == "poisson":
+            for _ in range(self.steps_per_epoch):
+                self.current = LogicalBatch(self, self.draw())
+                yield self.current
+            return
+        perm = self._gen.permutation(self._count())
+        for k in range(self.steps_per_epoch):
+            part = perm[k * self.batch_size : (k + 1) * self.batch_size]
+            self.current = LogicalBatch(self, self._rows(part))
+            yield self.current
+
+
+def _as_tensors(data: Any) -> tuple[Tensor, ...] | None:
+    """The tensors of a ``TensorDataset`` (indexed in one gather instead of per example)."""
+    from torch.utils.data import TensorDataset
+
+    if isinstance(data, TensorDataset):
+        return tuple(data.tensors)
+    return None
