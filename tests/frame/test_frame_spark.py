@@ -1,12 +1,11 @@
 """The Spark engine gives bit-identical bounded aggregates and the same release shape.
 
-One local SparkSession (``local[2]``) for the module, stopped at the end.
+The local SparkSession (``local[2]``) of ``tests/conftest.py``, shared by the run.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,24 +21,6 @@ pyspark = pytest.importorskip("pyspark")
 pytestmark = pytest.mark.filterwarnings(
     "ignore:PySpark does not yet fully support pandas:FutureWarning"
 )
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    from pyspark.sql import SparkSession
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors import dpkit too
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("dpkit-frame-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.default.parallelism", "2")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 def _table() -> pl.DataFrame:

@@ -29,6 +29,7 @@ from dpkit.stats._events import (
 )
 from dpkit.stats._noisy import Part, PartNoise, check_sampleable
 from dpkit.stats._release import LinearNoise, Release
+from dpkit.stats._spark import is_spark, spark_histogram
 
 __all__ = ["histogram"]
 
@@ -58,6 +59,19 @@ def _edges(bins: object, d: int) -> list[FloatArray]:
             raise DataError("bin edges must be strictly increasing.")
         out.append(arr)
     return out
+
+
+def _counts(x: object, bins: object, policy: Missing) -> FloatArray:
+    data = handle_missing(as_matrix(x), policy)  # a record is missing when any column is
+    if np.shape(x) == (0,) and bins is not None and not _flat(bins):  # type: ignore[call-overload]
+        # An empty list carries no column count: take it from the bins, so that an empty dataset
+        # is answered with noise in any container (a refusal would reveal the emptiness).
+        data = np.empty((0, len(bins)))  # type: ignore[arg-type]
+    edges = _edges(bins, data.shape[1])
+    counts, _ = np.histogramdd(data, bins=edges)
+    if data.shape[1] == 1:
+        counts = counts.reshape(-1)
+    return counts
 
 
 def _gaussian_event(sigma: float, replace: bool) -> Event:
@@ -122,15 +136,11 @@ def histogram(
     eps, dlt = check_privacy(epsilon, delta)
     replace = is_replace(neighbouring)
     policy = check_missing(missing, public_size=replace)
-    data = handle_missing(as_matrix(x), policy)  # a record is missing when any column is
-    if np.shape(x) == (0,) and bins is not None and not _flat(bins):  # type: ignore[call-overload]
-        # An empty list carries no column count: take it from the bins, so that an empty dataset
-        # is answered with noise in any container (a refusal would reveal the emptiness).
-        data = np.empty((0, len(bins)))  # type: ignore[arg-type]
-    edges = _edges(bins, data.shape[1])
-    counts, _ = np.histogramdd(data, bins=edges)
-    if data.shape[1] == 1:
-        counts = counts.reshape(-1)
+    if is_spark(x):  # bin counts where the data are (one column per dimension)
+        edges = _edges(bins, len(x.columns))  # type: ignore[attr-defined]
+        counts = spark_histogram(x, edges, policy)
+    else:
+        counts = _counts(x, bins, policy)
     if dlt == 0.0:
         sens = 2 if replace else 1
         scale = Fraction(sens) / Fraction(eps * (1.0 - 2.0**-40))
