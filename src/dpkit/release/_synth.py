@@ -21,6 +21,7 @@ from dpkit.random import RNGLike, as_generator
 from dpkit.release._domain import Domain
 from dpkit.release._graphical import BayesNet
 from dpkit.release._marginals import check_cells
+from dpkit.release._spark_codes import encode_spark, is_spark
 from dpkit.release._synth_fit import fit_model
 from dpkit.release._synth_plan import METHODS, Plan, make_plan
 
@@ -281,7 +282,21 @@ class Synthesizer:
             removed before the fit, a per-record filter covered by the sensitivities under both
             relations, as for a category with no ``other``.
         """
-        codes = self.domain.encode(data, missing)
+        if is_spark(data):  # encoded where the data are; each marginal one Spark job
+            spark_codes = encode_spark(self.domain, data, missing)
+            try:
+                return self._fit(spark_codes, accountant, rng, progress)
+            finally:
+                spark_codes.release()
+        return self._fit(self.domain.encode(data, missing), accountant, rng, progress)
+
+    def _fit(
+        self,
+        codes: Any,
+        accountant: SupportsCharge | None,
+        rng: RNGLike,
+        progress: Callable[[int, int], None] | None,
+    ) -> SyntheticModel:
         charge(accountant, self.event, f"synthesizer ({self.method})", delta=self.delta, rng=rng)
         gen = as_generator(rng)
         net, n_hat, measured = fit_model(codes, self.domain.shape, self.plan, gen, progress)
