@@ -40,8 +40,8 @@ def _domain() -> Domain:
     )
 
 
-@pytest.mark.parametrize("method", ["mst", "aim"])
-def test_fit_on_spark_equals_fit_in_memory(spark: Any, method: str) -> None:
+def test_fit_on_spark_equals_fit_in_memory(spark: Any) -> None:
+    method = "mst"  # AIM reads marginals the same way (one job each), only more of them
     df = _data()
     sdf = spark.createDataFrame(df.to_arrow()).repartition(3)
     syn = Synthesizer(_domain(), epsilon=2.0, delta=1e-6, method=method)

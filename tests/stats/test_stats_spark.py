@@ -43,7 +43,8 @@ def _arrow(spark: Any, columns: dict[str, Any]) -> Any:
 def test_moments_are_bit_identical(spark: Any, bounds: tuple[float, float]) -> None:
     x = _values()
     sdf = _frame(spark, x)
-    for eps, dlt in ((1.0, 0.0), (0.5, 1e-7)):
+    settings = ((1.0, 0.0), (0.5, 1e-7)) if bounds == (0.0, 100.0) else ((0.5, 1e-7),)
+    for eps, dlt in settings:  # few Spark jobs: each statistic is one
         kw: dict[str, Any] = {"epsilon": eps, "delta": dlt, "rng": 11}
         assert st.count(sdf, **kw).value == st.count(x, **kw).value
         for f in (st.sum, st.mean, st.var, st.std):
