@@ -16,12 +16,12 @@ import warnings
 from collections.abc import Callable
 
 import numpy as np
-
 import torch
+from torch import nn
+
 from _timing import table
 from dpkit.random import seeded
 from dpkit.torch import make_private
-from torch import nn
 
 
 def mlp() -> nn.Module:

@@ -1,12 +1,11 @@
 """The Spark engine gives bit-identical bounded aggregates and the same release shape.
 
-One local SparkSession (``local[2]``) for the module, stopped at the end.
+The local SparkSession (``local[2]``) of ``tests/conftest.py``, shared by the run.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,24 +21,6 @@ pyspark = pytest.importorskip("pyspark")
 pytestmark = pytest.mark.filterwarnings(
     "ignore:PySpark does not yet fully support pandas:FutureWarning"
 )
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    from pyspark.sql import SparkSession
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors import dpkit too
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("dpkit-frame-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.default.parallelism", "2")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 def _table() -> pl.DataFrame:
@@ -231,3 +212,48 @@ def test_identity_is_fixed_when_the_query_is_made(spark: Any) -> None:
     b = dpf.Query(sdf, privacy_unit="user").agg(*aggs, max_rows=2).bounded_aggregates(seed=3)
     assert isinstance(a, pl.DataFrame) and isinstance(b, pl.DataFrame)
     assert a.equals(b.select(a.columns))
+
+
+def test_row_hash_and_kept_rows_are_the_same_on_spark(spark: Any) -> None:
+    """The executors compute dpkit's row hash (not Spark's or their Polars'): the same words
+    for every supported type as the driver, hence the same rows kept by every bound."""
+    import datetime as dt
+
+    from dpkit.frame._rowhash import hash_series
+
+    key = (0x0706050403020100, 0x0F0E0D0C0B0A0908)
+    rows = pl.DataFrame(
+        {
+            "i": pl.Series([0, -1, 2**62, None, 7], dtype=pl.Int64),
+            "f": pl.Series([0.0, -0.0, float("nan"), 1.5, None], dtype=pl.Float64),
+            "s": pl.Series(["", "a", "é", None, "dpkit"], dtype=pl.String),
+            "b": pl.Series([True, False, None, True, False]),
+            "d": [dt.date(1970, 1, 1), dt.date(2024, 2, 29), None, None, dt.date(2000, 1, 1)],
+        }
+    )
+    names = rows.columns
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        for b in batches:
+            frame = pl.from_arrow(b)
+            assert isinstance(frame, pl.DataFrame)
+            yield from frame.select(hash_series(names, key).alias("h")).to_arrow().to_batches()
+
+    sdf = spark.createDataFrame(rows.to_arrow()).repartition(2)
+    out = sdf.mapInArrow(run, "h long").toArrow().column("h").to_pylist()
+    want = rows.select(hash_series(names, key).alias("h"))["h"].to_list()
+    assert sorted(out) == sorted(want)
+    assert (0xFB564684BE578AC1 - (1 << 64)) in out  # the first pinned vector, on an executor
+    # kept rows, through the public API: each row its own key, so a key's count says whether
+    # its row survived (L0 by pair hash; then L1 by row hash)
+    df = _table().head(600).with_row_index("rid").with_columns(pl.col("rid").cast(pl.Int64))
+    sdf = spark.createDataFrame(df.to_arrow())
+    for kw in ({"max_groups": 1}, {"max_groups": 3, "max_rows_per_unit": 2}):
+        kept = []
+        for d in (df, sdf):
+            q = dpf.Query(d, privacy_unit="user").group_by("rid", **kw).agg(dpf.count())
+            t = q.bounded_aggregates(seed=11)
+            t = t[0] if isinstance(t, tuple) else t
+            kept.append(sorted(t.filter(pl.col("__rows") > 0)["rid"].to_list()))
+        assert kept[0] == kept[1]
+        assert 0 < len(kept[0]) < df.height

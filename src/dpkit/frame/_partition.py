@@ -10,9 +10,9 @@ aggregates of the whole table are the sums of the partitions' aggregates. Every 
 integer (row and unit counts, fixed-point sums, selection weights, bucket counts), so those sums
 are exact and the result is bit-identical to one pass, for any number of partitions.
 
-A unit's partition is ``hash(unit) mod P`` with a hash seeded by the release's secret key. The
-partition count ``P`` is configuration: it changes only how much memory and time a release takes,
-never a released value, so it cannot depend on or reveal anything about the data.
+A unit's partition is ``hash(unit) mod P`` with dpkit's row hash keyed by the release's secret
+key. The partition count ``P`` is configuration: it changes only how much memory and time a
+release takes, never a released value, so it cannot depend on or reveal anything about the data.
 """
 
 from __future__ import annotations
@@ -21,8 +21,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from dpkit.frame._engine import polars
+from dpkit.frame._rowhash import hash_key, hash_series
 
 __all__ = ["combine", "unit_partition"]
+
+_SALT = 0x7061727469746E73  # the partition key's second half (a constant: the seed is secret)
 
 
 def unit_partition(lf: Any, unit: str | Sequence[str], seed: int, part: int, parts: int) -> Any:
@@ -34,9 +37,8 @@ def unit_partition(lf: Any, unit: str | Sequence[str], seed: int, part: int, par
     if parts == 1:
         return lf
     cols = [unit] if isinstance(unit, str) else list(unit)
-    by = pl.col(cols[0]) if len(cols) == 1 else pl.struct(cols)
-    h = by.hash(seed=seed) % pl.lit(parts, dtype=pl.UInt64)
-    return lf.filter(h == pl.lit(part, dtype=pl.UInt64))
+    h = hash_series(cols, hash_key(seed, _SALT)).reinterpret(signed=False)
+    return lf.filter(h % pl.lit(parts, dtype=pl.UInt64) == pl.lit(part, dtype=pl.UInt64))
 
 
 def combine(

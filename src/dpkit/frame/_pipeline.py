@@ -20,9 +20,10 @@ unit (the streaming engine, Polars 2.x, buckets and ``L1``).
 
 Which rows survive depends only on that unit's own rows and the key — never on data order or on
 other units — so adding or removing one unit changes the bounded table by that unit's bounded
-rows only (stability), whatever the hash. The key is drawn from dpkit's secure generator for each
-release so that nobody can predict, or choose data to steer, which rows are kept; the hash need
-not be cryptographic for the guarantee, which holds for every key. Rows with equal hashes are
+rows only (stability), whatever the hash. The hash is dpkit's own (SipHash-2-4 over a canonical
+encoding, :mod:`dpkit.frame._rowhash`), the same on every engine and version; its key is drawn
+from dpkit's secure generator for each release so that nobody can predict, or choose data to
+steer, which rows are kept (the guarantee holds for every key). Rows with equal hashes are
 equal in every hashed column, so ties cannot change a result.
 """
 
@@ -36,6 +37,7 @@ from typing import Any
 from dpkit.frame._aggs import Measure
 from dpkit.frame._calibrate import Bounding, NoisePlan
 from dpkit.frame._engine import polars
+from dpkit.frame._rowhash import hash_key, hash_series
 from dpkit.frame._selection import weights
 
 __all__ = [
@@ -169,8 +171,8 @@ def prepare(
     s = [int(v) for v in seeds]
     hashed = [OCC if own_unit or occurrence else layout.unit, *content]
     lf = lf.with_columns(  # first: value measures round with the row hash
-        pl.struct(hashed).hash(seed=s[0]).reinterpret(signed=True).alias(H),
-        pl.struct([layout.unit, *layout.keys]).hash(seed=s[1]).reinterpret(signed=True).alias(G),
+        hash_series(hashed, hash_key(s[0], s[3])).alias(H),
+        hash_series([layout.unit, *layout.keys], hash_key(s[1], s[3])).alias(G),
     )
     cols: list[Any] = []
     for mn in plan.measures:

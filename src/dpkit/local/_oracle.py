@@ -20,6 +20,7 @@ from dpkit.errors import DataError, PrivacyParameterError
 from dpkit.local._coins import log_up
 from dpkit.local._estimate import FrequencyEstimate
 from dpkit.local._reports import Reports
+from dpkit.local._spark import is_spark, spark_support_counts
 from dpkit.mechanisms._base import IntArray, SupportsCharge, charge
 from dpkit.mechanisms._tails import check_alpha
 from dpkit.random import RNGLike, as_generator
@@ -195,7 +196,14 @@ class FrequencyOracle(ABC):
         return Reports(self.tag, self._validate(raw))
 
     def support_counts(self, reports: Reports | object) -> tuple[IntArray, int]:
-        """``(C, n)``: how many reports support each value, and how many reports there are."""
+        """``(C, n)``: how many reports support each value, and how many reports there are.
+
+        ``reports`` may be a PySpark DataFrame of one column (an integer, or an array of
+        integers, per report): the executors check and count them with this protocol's code and
+        the driver adds their integer counts (:mod:`dpkit.local._spark`); the result is the same.
+        """
+        if is_spark(reports):
+            return spark_support_counts(self, reports)
         if isinstance(reports, Reports):
             if reports.protocol != self.tag:
                 raise DataError(

@@ -50,7 +50,12 @@ def check_cells(cells: int, max_cells: int, what: str) -> None:
 
 
 def marginal(codes: IntArray, shape: Sequence[int], cols: Sequence[int]) -> IntArray:
-    """Exact counts of the records in each cell of the marginal on ``cols``."""
+    """Exact counts of the records in each cell of the marginal on ``cols``.
+
+    ``codes`` may also be a table encoded on Spark
+    (:class:`~dpkit.release._spark_codes.SparkCodes`): the marginal is one Spark aggregation."""
+    if hasattr(codes, "marginal"):
+        return codes.marginal(shape, cols)  # type: ignore[no-any-return]
     dims = tuple(int(shape[c]) for c in cols)
     size = math.prod(dims)
     if codes.shape[0] == 0:

@@ -22,6 +22,7 @@ from dpkit.random import RNGLike, as_generator
 from dpkit.release._domain import Domain
 from dpkit.release._graphical import BayesNet
 from dpkit.release._marginals import check_cells
+from dpkit.release._spark_codes import encode_spark, is_spark
 from dpkit.release._synth_aim import RoundRecord, fit_aim, fit_mst_pgm
 from dpkit.release._synth_fit import fit_model
 from dpkit.release._synth_plan import ESTIMATORS, METHODS, Plan, make_plan
@@ -374,7 +375,23 @@ class Synthesizer:
             removed before the fit, a per-record filter covered by the sensitivities under both
             relations, as for a category with no ``other``.
         """
+        if is_spark(data):  # encoded where the data are; each marginal one Spark job
+            spark_codes = encode_spark(self.domain, data, missing)
+            try:
+                return self._fit(spark_codes, accountant, rng, progress, "numpy")
+            finally:
+                spark_codes.release()
         codes = self.domain.encode(data, missing)
+        return self._fit(codes, accountant, rng, progress, _kind(data))
+
+    def _fit(
+        self,
+        codes: Any,
+        accountant: SupportsCharge | None,
+        rng: RNGLike,
+        progress: Callable[[int, int], None] | None,
+        fitted_on: str,
+    ) -> SyntheticModel:
         charge(accountant, self.event, f"synthesizer ({self.method})", delta=self.delta, rng=rng)
         gen = as_generator(rng)
         shape = self.domain.shape
@@ -396,7 +413,7 @@ class Synthesizer:
             tuple(tuple(names[c] for c in cols) for cols in measured),
             self.event,
             tuple((tuple(names[c] for c in r), s, e) for r, s, e in rounds),
-            _kind(data),
+            fitted_on,
         )
 
     def __repr__(self) -> str:

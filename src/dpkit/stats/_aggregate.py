@@ -36,6 +36,7 @@ from dpkit.stats._events import Neighbouring, is_replace
 from dpkit.stats._fixed import fixed_sum, power_exponent
 from dpkit.stats._noisy import Part, Plan, plan
 from dpkit.stats._release import LinearNoise, PartsBox, Release
+from dpkit.stats._spark import is_spark, spark_fixed_sum
 
 __all__ = [
     "MU",
@@ -94,10 +95,12 @@ def clamped_sum(
     """
     lo, hi = check_bounds(bounds)
     policy = check_missing(missing)
+    k = power_exponent((lo, hi))
+    if is_spark(x):  # the same integers, summed where the data are
+        return ClampedSum((lo, hi), k, *spark_fixed_sum(x, (lo, hi), k, policy))
     data = as_vector(x)
     if policy == "drop":  # under "raise" the exact sum refuses a NaN in its own pass
         data = handle_missing(data, policy)
-    k = power_exponent((lo, hi))
     return ClampedSum((lo, hi), k, fixed_sum(data, (lo, hi), k), int(data.size))
 
 

@@ -30,6 +30,7 @@ from dpkit.stats._events import (
 )
 from dpkit.stats._noisy import Part, PartNoise, check_sampleable
 from dpkit.stats._release import LinearNoise, Release
+from dpkit.stats._spark import is_spark, spark_histogram
 
 __all__ = ["histogram"]
 
@@ -59,6 +60,19 @@ def _edges(bins: object, d: int) -> list[FloatArray]:
             raise DataError("bin edges must be strictly increasing.")
         out.append(arr)
     return out
+
+
+def _counts(x: object, bins: object, policy: Missing) -> FloatArray:
+    data = handle_missing(as_matrix(x), policy)  # a record is missing when any column is
+    if np.shape(x) == (0,) and bins is not None and not _flat(bins):  # type: ignore[call-overload]
+        # An empty list carries no column count: take it from the bins, so that an empty dataset
+        # is answered with noise in any container (a refusal would reveal the emptiness).
+        data = np.empty((0, len(bins)))  # type: ignore[arg-type]
+    edges = _edges(bins, data.shape[1])
+    counts, _ = np.histogramdd(data, bins=edges)
+    if data.shape[1] == 1:
+        counts = counts.reshape(-1)
+    return counts
 
 
 def _gaussian_event(sigma: float, replace: bool) -> Event:
@@ -230,9 +244,14 @@ def histogram(
         if bins is not None:
             raise DataError("give bins (numeric edges) or categories, not both.")
         _, index = _category_table(categories)
+        if is_spark(x):
+            raise DataError("categories= reads Python values; on Spark, give bins of codes.")
         counts = _category_counts(x, index, len(index), policy)
+    elif is_spark(x):  # bin counts where the data are (one column per dimension)
+        edges = _edges(bins, len(x.columns))  # type: ignore[attr-defined]
+        counts = spark_histogram(x, edges, policy)
     else:
-        counts = _numeric_counts(x, bins, policy)
+        counts = _counts(x, bins, policy)
     noise, event = histogram_noise(eps, dlt, replace, r)
     charge(accountant, event, "histogram", delta=dlt, rng=rng)
     gen = as_generator(rng)
@@ -244,16 +263,3 @@ def histogram(
     # plus noise that dpkit can sample at a scale a finite ε gives)
     value = counts.astype(np.int64) + np.asarray(z, dtype=np.int64)
     return Release(value, event, "histogram", LinearNoise(((noise, 1.0),)), delta=dlt, rho=r)
-
-
-def _numeric_counts(x: object, bins: object, policy: Missing) -> npt.NDArray[np.float64]:
-    data = handle_missing(as_matrix(x), policy)  # a record is missing when any column is
-    if np.shape(x) == (0,) and bins is not None and not _flat(bins):  # type: ignore[call-overload]
-        # An empty list carries no column count: take it from the bins, so that an empty dataset
-        # is answered with noise in any container (a refusal would reveal the emptiness).
-        data = np.empty((0, len(bins)))  # type: ignore[arg-type]
-    edges = _edges(bins, data.shape[1])
-    counts, _ = np.histogramdd(data, bins=edges)
-    if data.shape[1] == 1:
-        counts = counts.reshape(-1)
-    return counts

@@ -18,6 +18,7 @@ from dpkit._missing import Missing, check_missing, handle_missing
 from dpkit.random import RNGLike
 from dpkit.stats._aggregate import MU, ClampedSum, clamped_sum, mean_of, release_sum
 from dpkit.stats._common import (
+    UNIT,
     SupportsCharge,
     charge,
     check_budget,
@@ -35,6 +36,7 @@ from dpkit.stats._events import Neighbouring, is_replace
 from dpkit.stats._fixed import fixed_sum, power_exponent
 from dpkit.stats._noisy import Part, plan
 from dpkit.stats._release import LinearNoise, Release
+from dpkit.stats._spark import is_spark, spark_count, spark_scaled_sums
 
 __all__ = ["count", "mean", "std", "sum", "var"]
 
@@ -90,7 +92,8 @@ def count(
     """
     eps, dlt, r = check_budget(epsilon, delta, rho)
     replace = is_replace(neighbouring)
-    n = records(x, missing=check_missing(missing, public_size=replace))
+    policy = check_missing(missing, public_size=replace)
+    n = spark_count(x, policy) if is_spark(x) else records(x, missing=policy)
     part = Part("count", 0, 0 if replace else 1, 1.0)
     pl = plan([part], epsilon=eps, delta=dlt, rho=r)
     if not replace:
@@ -218,27 +221,40 @@ def mean(
     replace = is_replace(neighbouring)
     lo, hi = check_bounds(bounds)
     policy = check_missing(missing, public_size=replace and n is None)
-    data = as_vector(x)
-    if policy == "drop":  # under "raise" the exact sum below refuses a NaN in its own pass
-        data = handle_missing(data, policy)
     n_pub = check_n(n)
+    if is_spark(x):  # the exact sum where the data are; the rest as below
+        agg = clamped_sum(x, (lo, hi), missing=policy)
+    else:
+        data = as_vector(x)
+        if policy == "drop":  # under "raise" the exact sum below refuses a NaN in its own pass
+            data = handle_missing(data, policy)
+        k = power_exponent((lo, hi))
+        agg = ClampedSum((lo, hi), k, fixed_sum(data, (lo, hi), k), int(data.size))
     if replace and n_pub is None:
-        refuse_empty_public(int(data.size), "mean")
-        n_pub = int(data.size)
+        refuse_empty_public(agg.size, "mean")
+        n_pub = agg.size
     warn_large_delta(dlt, n_pub)
-    k = power_exponent((lo, hi))
-    agg = ClampedSum((lo, hi), k, fixed_sum(data, (lo, hi), k), int(data.size))
     return mean_of(agg, eps, dlt, accountant, rng, n_pub, replace, rho=r)
 
 
+def _var_totals(x: object, bounds: tuple[float, float], policy: Missing) -> tuple[int, int, int]:
+    """``(Σ rint(u · 2**34), Σ rint((u² − 1/2) · 2**34), n)`` of the normalised records u (on
+    Spark, by the same float operations: :func:`~dpkit.stats._spark.spark_scaled_sums`)."""
+    if is_spark(x):
+        return spark_scaled_sums(x, bounds, policy, UNIT)
+    data = handle_missing(as_vector(x), policy)
+    u, _, _ = normalise(data, bounds)
+    q = u * u - 0.5  # centred square: in [-1/2, 1/2], so one record moves its sum by 1/2
+    return scaled_total(u), scaled_total(q), int(u.size)
+
+
 def _var_parts(
-    u: Any, ulo: float, uhi: float, replace: bool, known: bool
+    totals: tuple[int, int, int], ulo: float, uhi: float, replace: bool, known: bool
 ) -> tuple[list[Part], list[int]]:
     """Parts of the variance of normalised values u ∈ [ulo, uhi] (about [-1, 1])."""
-    q = u * u - 0.5  # centred square: in [-1/2, 1/2], so one record moves its sum by 1/2
     top = max(ulo * ulo, uhi * uhi) - 0.5
-    s1 = scaled_total(u)
-    s2 = scaled_total(q)
+    s1, s2, size = totals
+    out = [s1, s2]
 
     def f(n: float, m1: float, m2: float) -> float:
         return m2 / n + 0.5 - (m1 / n) ** 2
@@ -248,11 +264,10 @@ def _var_parts(
         range_part("sum", *int_range(ulo, uhi), replace, w_1),
         range_part("centred sum of squares", *int_range(-0.5, top), replace, w_2),
     ]
-    totals = [s1, s2]
     if not known:
         parts.append(Part("count", 0, 1, w_n))
-        totals.append(int(u.size))
-    return parts, totals
+        out.append(size)
+    return parts, out
 
 
 def _variance(
@@ -272,14 +287,14 @@ def _variance(
     replace = is_replace(neighbouring)
     lo, hi = check_bounds(bounds)
     policy = check_missing(missing, public_size=replace and n is None)
-    data = handle_missing(as_vector(x), policy)
     n_pub = check_n(n)
+    sums = _var_totals(x, (lo, hi), policy)
     if replace and n_pub is None:
-        refuse_empty_public(int(data.size), statistic)
-        n_pub = int(data.size)
+        refuse_empty_public(sums[2], statistic)
+        n_pub = sums[2]
     warn_large_delta(dlt, n_pub)
-    u, ulo, uhi = normalise(data, (lo, hi))
-    parts, totals = _var_parts(u, ulo, uhi, replace, n_pub is not None)
+    _, ulo, uhi = normalise(np.empty(0), (lo, hi))
+    parts, totals = _var_parts(sums, ulo, uhi, replace, n_pub is not None)
     h2 = ((hi - lo) / 2) ** 2
     pl = plan(parts, epsilon=eps, delta=dlt)
     bias = pl.parts[0].sd ** 2  # E[(S1 + Z)²] = S1² + Var(Z): corrected when n is known

@@ -6,6 +6,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+from torch import Tensor, nn
+
 from dpkit.accounting._charge import SupportsCharge, charge_release
 from dpkit.errors import PrivacyParameterError
 from dpkit.random import RNGLike, as_generator
@@ -14,7 +16,6 @@ from dpkit.torch._layers import parameter_count
 from dpkit.torch._optimizer import PrivateOptimizer
 from dpkit.torch._plan import TrainingPlan, plan_training
 from dpkit.torch._sampling import PrivateLoader
-from torch import Tensor, nn
 
 __all__ = ["PrivateTraining", "make_private"]
 

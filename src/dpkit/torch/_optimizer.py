@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
 import torch
+from torch import Tensor
+
 from dpkit.errors import BudgetExceededError, PrivacyParameterError
 from dpkit.noise import gaussian
 from dpkit.torch._clip import Clipper
 from dpkit.torch._plan import TrainingPlan
 from dpkit.torch._sampling import LogicalBatch, PrivateLoader
-from torch import Tensor
 
 __all__ = ["PrivateOptimizer"]
 
