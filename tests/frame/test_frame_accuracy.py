@@ -97,7 +97,11 @@ def _selection_rates(method: str | None, groups: int, seed: int) -> tuple[Any, A
                 keys.append(f"k{n}" if j == 0 else f"pad{uid}_{j}")
             uid += 1
     df = pl.DataFrame({"user": users, "key": keys})
-    g = dpf.Query(df, privacy_unit="user").group_by("key", max_groups=groups).agg(dpf.count())
+    g = (
+        dpf.Query(df, privacy_unit="user")
+        .group_by("key", max_groups=groups, max_rows=1)
+        .agg(dpf.count())
+    )
     e = g.explain(epsilon=3.0, delta=1e-2, selection=method)
     trials = 4000
     out = _noisy(g, e.plan, [f"k{n}" for n in range(1, 9)], trials, seed)
@@ -121,7 +125,11 @@ def test_keep_probability_matches_the_release_rate(method: str | None, groups: i
 
 def test_keep_probability_rises_with_units_and_explain_names_the_thresholds() -> None:
     df = pl.DataFrame({"user": [1, 2], "key": ["a", "b"]})
-    g = dpf.Query(df, privacy_unit="user").group_by("key", max_groups=3).agg(dpf.count())
+    g = (
+        dpf.Query(df, privacy_unit="user")
+        .group_by("key", max_groups=3, max_rows=1)
+        .agg(dpf.count())
+    )
     e = g.explain(epsilon=1.0, delta=1e-6)
     ps = [e.keep_probability(c, keys_per_unit=3) for c in (0, 1, 50, 200, 10_000)]
     assert ps[0] == 0.0 and ps[1] <= 1e-6 / 2 and ps == sorted(ps) and ps[-1] > 0.999

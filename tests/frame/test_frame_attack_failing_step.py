@@ -98,5 +98,9 @@ def test_a_lenient_step_drops_what_it_cannot_convert() -> None:
     q = dpf.Query(HOSTILE, privacy_unit="user", missing="drop")
     q = q.with_columns(y=s.cast(pl.Int64, strict=False))
     # only "1" converts (and fits the bounds): 1 row, bounds (0, 9), a high ε
-    out = q.agg(dpf.count(), dpf.sum("y", bounds=(0, 9)), max_rows=1).release(epsilon=1e6, rng=0)
+    out = (
+        q.agg(dpf.count(), dpf.sum("y", bounds=(0, 9)), max_rows=1)
+        .release(epsilon=1e6, rng=0)
+        .frame
+    )
     assert abs(out["sum_y"][0] - 1.0) < 0.01
