@@ -243,7 +243,10 @@ class SQLQuery:
             gau = gq._plan(eps, dlt, "gaussian", None, 0.5)
         except PrivacyParameterError:
             return {}  # one of them cannot be calibrated: the frame's default decides
-        ratios = [math.log(g.sd / m.sd) for g, m in zip(gau.measures, lap.measures, strict=True)]
+        pairs = list(zip(gau.measures, lap.measures, strict=True))
+        if any(not (g.sd > 0 and m.sd > 0) for g, m in pairs):
+            return {}  # a scale too small to compare (a huge epsilon): the frame's default decides
+        ratios = [math.log(g.sd / m.sd) for g, m in pairs]
         return {"noise": "gaussian" if sum(ratios) < 0 else "laplace"}
 
     def explain(

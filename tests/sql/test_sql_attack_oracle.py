@@ -1,0 +1,65 @@
+"""Attacks on dpkit.sql: errors, refusals or charges that depend on one unit's values (a free
+membership oracle)."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+from _sql_tables import make_catalog, make_tables
+
+import dpkit.sql as dps
+from dpkit.accounting import Accountant, ApproxDP
+from dpkit.random import seeded
+
+CAT = make_catalog()
+T = make_tables(400)
+
+
+def _outcome(sql: str, tables: dict[str, pl.DataFrame]) -> tuple[str, float]:
+    """(error class or "ok", epsilon spent) of one release."""
+    acct = Accountant(ApproxDP(epsilon=100.0, delta=1e-3))
+    kw = {} if "DIFFERENTIAL_PRIVACY" in sql else {"epsilon": 1.0, "delta": 1e-6}
+    try:
+        dps.query(sql, tables, catalog=CAT, accountant=acct, rng=seeded(1), **kw)  # type: ignore[arg-type]
+        return "ok", acct.spent.epsilon
+    except Exception as exc:
+        return type(exc).__name__, acct.spent.epsilon
+
+
+def _odd(p: pl.DataFrame) -> pl.DataFrame:
+    """One unit (pid 3) given values no honest record has: a string where numbers are,
+    NaN and NULL in declared non-null columns, a key outside the declared keys, a huge int."""
+    one = pl.col("pid") == 3
+    return p.with_columns(
+        pl.when(one).then(pl.lit("x")).otherwise(pl.col("educ")).alias("educ"),
+        pl.when(one).then(pl.lit(10**17)).otherwise(pl.col("age")).alias("age"),
+        pl.when(one).then(pl.lit("zz")).otherwise(pl.col("sex")).alias("sex"),
+        pl.when(one).then(float("nan")).otherwise(pl.col("income")).alias("income"),
+        pl.when(one).then(None).otherwise(pl.col("married")).alias("married"),
+    )
+
+
+ORACLE_QUERIES = [
+    "SELECT COUNT(*) AS n FROM pums WHERE CAST(educ AS INT) > 2",
+    "SELECT SUM(LEAST(GREATEST(CAST(educ AS FLOAT), 0), 10)) AS n FROM pums",
+    "SELECT COUNT(*) AS n FROM pums WHERE age * 9223372036854775807 > 0",
+    "SELECT COUNT(*) AS n FROM pums WHERE age / (age - 5) > 1",
+    "SELECT SUM(income) AS s, AVG(income) AS a, COUNT(income) AS c FROM pums",
+    "SELECT sex, COUNT(*) AS n FROM pums GROUP BY sex",
+    "SELECT married, SUM(age) AS n FROM pums GROUP BY married",
+    "SELECT age > 50 AS k, VAR(age) AS v FROM pums GROUP BY age > 50",
+    "SELECT COUNT(*) AS n FROM pums WHERE educ = 2",  # a type error: fails either way
+    "SELECT COUNT(*) AS n FROM pums WHERE LOWER(educ) = 'x'",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon=1, delta=1e-5, privacy_unit_column=pid) "
+    "sex, AVG(income) AS a, SUM(age, contribution_bounds_per_group => (0, 100)) AS s "
+    "FROM pums GROUP BY sex",
+]
+
+
+@pytest.mark.parametrize("sql", ORACLE_QUERIES)
+def test_attack_error_oracle_held(sql: str) -> None:
+    """A free membership oracle would be a release that succeeds on one table and fails (or
+    fails differently, or charges differently) when one unit holds odd values: held."""
+    base = _outcome(sql, T)
+    odd = _outcome(sql, {**T, "pums": _odd(T["pums"])})
+    assert base == odd
