@@ -6,7 +6,8 @@ import pytest
 from _sql_tables import make_catalog, make_tables
 
 import dpkit.sql as dps
-from dpkit.errors import QueryRefusedError
+from dpkit.errors import DataError, QueryRefusedError
+from dpkit.random import seeded
 
 CAT = make_catalog()
 T = make_tables(400)
@@ -25,3 +26,32 @@ def test_attack_clauses_dropped_silently_are_refused(sql: str, dialect: str | No
     from the text, before any data are read."""
     with pytest.raises(QueryRefusedError):
         dps.SQLQuery(sql, CAT, dialect=dialect)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT SUM(FLOOR(score)) AS n FROM pums",
+        "SELECT SUM(CAST(educ AS INT)) AS n FROM pums",
+        "SELECT COUNT(*) AS n FROM pums WHERE age IN ('a', 1)",
+    ],
+)
+def test_attack_unbounded_or_mixed_expressions_get_a_clean_refusal(sql: str) -> None:
+    """An unbounded side (a column without bounds, a cast from text) under FLOOR, CEIL or
+    CAST to an integer raised OverflowError, and IN with literals of two types a TypeError,
+    from the compiler: not the clean refusal every bad query gets. Broken, fixed."""
+    with pytest.raises((QueryRefusedError, DataError)):
+        dps.query(sql, T, catalog=CAT, epsilon=1.0, rng=seeded(0))
+
+
+def test_a_cast_from_text_in_where_runs() -> None:
+    """WHERE CAST(educ AS INT) % 2 = 1 raised OverflowError while compiling; a row filter
+    needs no bounds, so it now runs (a text that does not convert is NULL: the row is out)."""
+    out = dps.query(
+        "SELECT COUNT(*) AS n FROM pums WHERE CAST(educ AS INT) % 2 = 1",
+        T,
+        catalog=CAT,
+        epsilon=1.0,
+        rng=seeded(0),
+    )
+    assert out.height == 1
