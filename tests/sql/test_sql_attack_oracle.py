@@ -63,3 +63,27 @@ def test_attack_error_oracle_held(sql: str) -> None:
     base = _outcome(sql, T)
     odd = _outcome(sql, {**T, "pums": _odd(T["pums"])})
     assert base == odd
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT COUNT(*) AS n, SUM(age) AS s FROM pums",
+        "SELECT sex, COUNT(*) AS n FROM pums GROUP BY sex",
+        "SELECT COUNT(*) AS n FROM pums JOIN regions USING (educ)",
+        "SELECT COUNT(*) AS n FROM visits JOIN pums USING (pid)",
+        "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon=1, delta=1e-5, privacy_unit_column=pid) "
+        "sex, COUNT(*) AS n FROM pums GROUP BY sex",
+    ],
+)
+def test_attack_null_unit_is_no_oracle(sql: str) -> None:
+    """The frame refuses a table whose unit column holds a NULL (DataError), so a release
+    succeeded or failed by whether one more unit, the one whose id is NULL, was in the table:
+    neighbours told apart with certainty. Broken, fixed: the SQL layer drops rows without a
+    unit (a row-wise filter), as it drops rows whose aggregated value is missing."""
+    p = T["pums"]
+    ghost = p.head(5).with_columns(pl.lit(None, dtype=p.schema["pid"]).alias("pid"))
+    base = _outcome(sql, T)
+    with_ghost = _outcome(sql, {**T, "pums": pl.concat([p, ghost])})
+    assert base == with_ghost
+    assert base[0] == "ok"

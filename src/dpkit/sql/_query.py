@@ -155,6 +155,10 @@ class SQLQuery:
                 joins.append((renamed, [p for p, _ in s.on], s.how))
         pk = self._public_keys(publics)
         unit = c.scope.unit
+        if unit is not None:
+            # a row without a unit is dropped (row-wise), never refused: the frame's refusal
+            # would tell whether the table holds a unit whose id is NULL (a free membership bit)
+            base = base.filter(pl.col(unit).is_not_null())
         if c.bigquery:
             for renamed, on, how in joins:
                 base = base.join(renamed, on=on, how=how)
