@@ -55,3 +55,19 @@ def test_a_cast_from_text_in_where_runs() -> None:
         rng=seeded(0),
     )
     assert out.height == 1
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT sex, COUNT(*) AS n FROM pums GROUP BY sex ORDER BY 1.5",
+        "SELECT SUM(ROUND(age, 99999999999999999999)) AS s FROM pums",
+        "SELECT SUM(ROUND(age, 1e400)) AS s FROM pums",
+        "SELECT SUM(ROUND(age, 2.5)) AS s FROM pums",
+    ],
+)
+def test_attack_odd_literals_get_a_clean_refusal(sql: str) -> None:
+    """ORDER BY 1.5 raised ValueError and ROUND(x, 10^20) OverflowError from the compiler.
+    Broken, fixed: a refusal, from the text."""
+    with pytest.raises(QueryRefusedError):
+        dps.SQLQuery(sql, CAT)

@@ -248,10 +248,10 @@ class _Compiler:
     def _order_item(self, node: Any) -> Post:
         exp = sqlglot().exp
         if isinstance(node, exp.Literal) and not node.is_string:
-            pos = int(str(node.this))
-            if not 1 <= pos <= len(self.c.outputs):
+            text = str(node.this)
+            if not text.isdigit() or not 1 <= int(text) <= len(self.c.outputs):
                 raise QueryRefusedError("ORDER BY position out of range.")
-            return ("out", self.c.outputs[pos - 1][0])
+            return ("out", self.c.outputs[int(text) - 1][0])
         if isinstance(node, exp.Column) and not node.table:
             for name, _, _ in self.c.outputs:
                 if name.lower() == str(node.name).lower():

@@ -239,9 +239,10 @@ def rowwise(node: Any, resolve: Resolver, *, clamp: bool, allow_unit: bool = Fal
     if isinstance(node, exp.Round):
         a = go(node.this)
         d = node.args.get("decimals")
-        digits = 0 if d is None else int(_number(str(d.this))) if isinstance(d, exp.Literal) else -1
-        if digits < 0:
-            raise QueryRefusedError("ROUND takes a literal, non-negative number of decimals.")
+        v = 0.0 if d is None else float(_number(str(d.this))) if isinstance(d, exp.Literal) else -1
+        if not (0 <= v <= 15 and v == int(v)):  # a float holds at most 15-17 significant digits
+            raise QueryRefusedError("ROUND takes a literal number of decimals from 0 to 15.")
+        digits = int(v)
         pad = 0.5 * 10.0**-digits
         return RowExpr(a.expr.round(digits), a.lo - pad, a.hi + pad, a.nullable, "num")
     if isinstance(node, exp.Least | exp.Greatest):
