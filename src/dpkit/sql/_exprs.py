@@ -239,8 +239,10 @@ def rowwise(node: Any, resolve: Resolver, *, clamp: bool, allow_unit: bool = Fal
     if isinstance(node, exp.Round):
         a = go(node.this)
         d = node.args.get("decimals")
-        dec = 0.0 if d is None else float(_number(str(d.this))) if isinstance(d, exp.Literal) else -1.0
-        if not (0 <= dec <= 15 and dec == int(dec)):  # a float holds at most 15-17 significant digits
+        dec = -1.0 if d is not None and not isinstance(d, exp.Literal) else 0.0
+        if isinstance(d, exp.Literal):
+            dec = float(_number(str(d.this)))
+        if not (0 <= dec <= 15 and dec == int(dec)):  # a float holds 15-17 significant digits
             raise QueryRefusedError("ROUND takes a literal number of decimals from 0 to 15.")
         digits = int(dec)
         pad = 0.5 * 10.0**-digits
