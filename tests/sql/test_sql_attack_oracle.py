@@ -107,3 +107,33 @@ def test_attack_empty_table_is_no_oracle(sql: str) -> None:
     percentile or post-processing that failed on no rows would tell them apart. Held."""
     p = T["pums"]
     assert _outcome(sql, {**T, "pums": p.head(0)}) == _outcome(sql, {**T, "pums": p.head(1)})
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT SUM(age * 2) AS s FROM pums",
+        "SELECT AVG(income) AS s FROM pums",
+        "SELECT SUM(married) AS s FROM pums",
+        "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon=1, delta=1e-5, privacy_unit_column=pid) "
+        "AVG(age) AS a FROM pums",
+    ],
+)
+def test_attack_text_in_a_numeric_column_is_no_oracle(sql: str) -> None:
+    """A column declared numeric but given as text: the clamp's strict cast to float ran per
+    value, so the release succeeded on numeric text and failed when one unit held "abc".
+    Broken, fixed: the data's types are checked against the metadata before anything runs,
+    a refusal from the schema alone (the same on both tables)."""
+    p = T["pums"].with_columns(
+        pl.col("age").cast(pl.String),
+        pl.col("income").cast(pl.String),
+        pl.col("married").cast(pl.String),
+    )
+    one = pl.col("pid") == 3
+    bad = p.with_columns(
+        pl.when(one).then(pl.lit("abc")).otherwise(pl.col(c)).alias(c)
+        for c in ("age", "income", "married")
+    )
+    clean = _outcome(sql, {**T, "pums": p})
+    assert clean == _outcome(sql, {**T, "pums": bad})
+    assert clean[1] == 0.0
