@@ -50,6 +50,8 @@ ORACLE_QUERIES = [
     "SELECT age > 50 AS k, VAR(age) AS v FROM pums GROUP BY age > 50",
     "SELECT COUNT(*) AS n FROM pums WHERE educ = 2",  # a type error: fails either way
     "SELECT COUNT(*) AS n FROM pums WHERE LOWER(educ) = 'x'",
+    "SELECT SUM(GREATEST(LEAST(educ, 10), 0)) AS n FROM pums",  # text under LEAST: schema error
+    "SELECT AVG(GREATEST(LEAST(CAST(educ AS FLOAT), 10), 0)) AS n FROM pums",
     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon=1, delta=1e-5, privacy_unit_column=pid) "
     "sex, AVG(income) AS a, SUM(age, contribution_bounds_per_group => (0, 100)) AS s "
     "FROM pums GROUP BY sex",
