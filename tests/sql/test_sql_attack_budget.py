@@ -43,3 +43,26 @@ def test_attack_huge_epsilon_private_key_selection() -> None:
     )
     out = dps.query(sql, T, catalog=CAT, rng=seeded(2))
     assert out.height == 2
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        "epsilon=1, epsilon=100, delta=1e-5, privacy_unit_column=pid",
+        "epsilon=1, delta=1e-5, max_groups_contributed=TRUE, privacy_unit_column=pid",
+        "epsilon=1, delta=1e-5, max_groups_contributed=1e400, privacy_unit_column=pid",
+        "epsilon=1, delta=1e-5, max_groups_contributed='2', privacy_unit_column=pid",
+    ],
+)
+def test_attack_bigquery_options_read_one_way(options: str) -> None:
+    """OPTIONS(epsilon=1, epsilon=100): the reader sees ε = 1, the charge was 100 (the last
+    one won). max_groups_contributed=TRUE or 1e400 raised ValueError or OverflowError, and a
+    quoted '2' was taken as a number. Broken, fixed: refused from the text, nothing charged."""
+    from dpkit.errors import QueryRefusedError
+
+    sql = (
+        f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS({options}) sex, COUNT(*) AS n FROM pums "
+        "GROUP BY sex"
+    )
+    with pytest.raises(QueryRefusedError):
+        dps.SQLQuery(sql, CAT)
