@@ -71,3 +71,21 @@ def test_attack_odd_literals_get_a_clean_refusal(sql: str) -> None:
     Broken, fixed: a refusal, from the text."""
     with pytest.raises(QueryRefusedError):
         dps.SQLQuery(sql, CAT)
+
+
+@pytest.mark.parametrize(
+    "agg",
+    [
+        "SUM(age, contribution_bounds_per_row => (0, 100))",
+        "PERCENTILE_CONT(age, 0.5, contribution_bounds_per_group => (0, 100))",
+    ],
+)
+def test_attack_bigquery_bounds_of_the_wrong_kind_are_refused(agg: str) -> None:
+    """SUM with per-row bounds was run with them as per-unit bounds (another meaning than the
+    text's; BigQuery refuses it). Broken, fixed: refused from the text."""
+    sql = (
+        "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon=1, delta=1e-5, privacy_unit_column=pid) "
+        f"sex, {agg} AS v FROM pums GROUP BY sex"
+    )
+    with pytest.raises(QueryRefusedError):
+        dps.SQLQuery(sql, CAT)
