@@ -31,12 +31,9 @@ def test_attack_huge_epsilon_gives_a_release_not_a_crash() -> None:
     assert acct.spent.epsilon <= 1e4 * (1 + 1e-9)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="dpkit.frame key_selection takes log(0) when exp(-epsilon/sensitivity) underflows "
-    "(epsilon >= ~1e4): ValueError('math domain error') before any charge; frame-layer fix",
-)
 def test_attack_huge_epsilon_private_key_selection() -> None:
+    """Laplace key selection took log(0) when exp(-epsilon/sensitivity) underflowed (a
+    bare ValueError at epsilon = 1e4). Broken, fixed in dpkit.frame: the threshold is 2."""
     sql = (
         "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon=10000, delta=1e-5, "
         "privacy_unit_column=pid) sex, COUNT(*) AS n FROM pums GROUP BY sex"
