@@ -189,7 +189,13 @@ def key_selection(
         r = math.exp(-1.0 / float(scale))
         delta_k = -math.expm1(math.log1p(-delta) / k) - _FLOAT_SLACK
         # P(Z ≥ m) = r^m / (1 + r) for m ≥ 1; the key of a lone unit has 1 + Z ≥ τ iff Z ≥ τ − 1.
-        m = max(1, math.ceil(math.log(delta_k * (1.0 + r)) / math.log(r) + 1e-9))
+        if delta_k <= 0:
+            raise PrivacyParameterError(
+                "delta is too small for Laplace key selection (float sampling error); use a "
+                "larger delta."
+            )
+        # r underflows to 0 for a huge epsilon: Z is then always 0 and m = 1 already suffices
+        m = 1 if r == 0.0 else max(1, math.ceil(math.log(delta_k * (1.0 + r)) / math.log(r) + 1e-9))
         return KeySelection(method, epsilon, delta, k, scale, threshold=1 + m)
 
     sens = float((1 << WEIGHT_BITS) * (2 if replace else 1))

@@ -12,6 +12,7 @@ for ``n`` aggregate calls as in BigQuery.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 from dpkit.errors import QueryRefusedError
@@ -149,7 +150,7 @@ def bq_options(comp: _Compiler) -> None:
                 "max_groups_contributed = NULL removes the bound and with it the guarantee; "
                 "give a positive integer."
             )
-        if float(g) != int(g) or int(g) < 1:
+        if not isinstance(g, float) or not math.isfinite(g) or g != int(g) or g < 1:
             raise QueryRefusedError("max_groups_contributed must be a positive integer.")
         comp.c.max_groups = int(g)
     else:

@@ -248,10 +248,10 @@ class _Compiler:
     def _order_item(self, node: Any) -> Post:
         exp = sqlglot().exp
         if isinstance(node, exp.Literal) and not node.is_string:
-            pos = int(str(node.this))
-            if not 1 <= pos <= len(self.c.outputs):
+            text = str(node.this)
+            if not text.isdigit() or not 1 <= int(text) <= len(self.c.outputs):
                 raise QueryRefusedError("ORDER BY position out of range.")
-            return ("out", self.c.outputs[pos - 1][0])
+            return ("out", self.c.outputs[int(text) - 1][0])
         if isinstance(node, exp.Column) and not node.table:
             for name, _, _ in self.c.outputs:
                 if name.lower() == str(node.name).lower():
@@ -317,12 +317,20 @@ class _Compiler:
         bounds: tuple[float, float] | None = None
         if isinstance(node, exp.Anonymous) and str(node.name).upper().startswith(MARKER):
             k = int(str(node.name)[len(MARKER) :])
-            _, bounds = self.p.bounds[k]
+            named, bounds = self.p.bounds[k]
             if len(node.expressions) != 1:
                 raise QueryRefusedError("contribution bounds belong to one aggregate.")
             node = node.expressions[0]
             if not is_agg(node):
                 raise QueryRefusedError("contribution bounds are an argument of an aggregate.")
+            # per row (percentiles) and per group (the rest) clamp different things: one
+            # given for the other would silently change what the release means
+            pct = isinstance(node, exp.PercentileCont | exp.PercentileDisc | exp.WithinGroup)
+            if named.lower().endswith("per_row") != pct:
+                raise QueryRefusedError(
+                    "PERCENTILE_CONT takes contribution_bounds_per_row, COUNT, SUM and AVG "
+                    "contribution_bounds_per_group."
+                )
         if isinstance(node, exp.WithinGroup):
             inner = node.this
             order = node.expression.expressions if node.expression is not None else []

@@ -204,6 +204,8 @@ def rowwise(node: Any, resolve: Resolver, *, clamp: bool, allow_unit: bool = Fal
         vals = [go(v) for v in node.expressions]
         if not all(v.values is not None and len(v.values) == 1 for v in vals):
             raise QueryRefusedError("IN (...) takes literal values only.")
+        if len({v.kind for v in vals if v.values != (None,)}) > 1:
+            raise QueryRefusedError("IN (...) takes literal values of one type.")
         return _bool(a.expr.is_in([v.values[0] for v in vals if v.values]), a.nullable)
     if isinstance(node, exp.Between):
         a, low, high = go(node.this), go(node.args["low"]), go(node.args["high"])
@@ -233,13 +235,16 @@ def rowwise(node: Any, resolve: Resolver, *, clamp: bool, allow_unit: bool = Fal
     if isinstance(node, exp.Floor | exp.Ceil):
         a = go(node.this)
         e = a.expr.floor() if isinstance(node, exp.Floor) else a.expr.ceil()
-        return RowExpr(e, math.floor(a.lo), math.ceil(a.hi), a.nullable, "num")
+        return RowExpr(e, _floor(a.lo), _ceil(a.hi), a.nullable, "num")
     if isinstance(node, exp.Round):
         a = go(node.this)
         d = node.args.get("decimals")
-        digits = 0 if d is None else int(_number(str(d.this))) if isinstance(d, exp.Literal) else -1
-        if digits < 0:
-            raise QueryRefusedError("ROUND takes a literal, non-negative number of decimals.")
+        dec = -1.0 if d is not None and not isinstance(d, exp.Literal) else 0.0
+        if isinstance(d, exp.Literal):
+            dec = float(_number(str(d.this)))
+        if not (0 <= dec <= 15 and dec == int(dec)):  # a float holds 15-17 significant digits
+            raise QueryRefusedError("ROUND takes a literal number of decimals from 0 to 15.")
+        digits = int(dec)
         pad = 0.5 * 10.0**-digits
         return RowExpr(a.expr.round(digits), a.lo - pad, a.hi + pad, a.nullable, "num")
     if isinstance(node, exp.Least | exp.Greatest):
@@ -340,6 +345,15 @@ def _branches(arms: list[tuple[RowExpr, RowExpr]], other: RowExpr) -> RowExpr:
     )
 
 
+def _floor(v: float) -> float:
+    # an unbounded side stays unbounded (math.floor(inf) raises instead of refusing)
+    return float(math.floor(v)) if math.isfinite(v) else v
+
+
+def _ceil(v: float) -> float:
+    return float(math.ceil(v)) if math.isfinite(v) else v
+
+
 def _cast(node: Any, a: RowExpr) -> RowExpr:
     pl = polars()
     to = node.to.this.name.upper() if hasattr(node.to.this, "name") else str(node.to.this)
@@ -347,8 +361,8 @@ def _cast(node: Any, a: RowExpr) -> RowExpr:
         # never strict: a value that does not convert becomes NULL (never a refusal)
         return RowExpr(
             a.expr.cast(pl.Float64, strict=False).round(0).cast(pl.Int64, strict=False),
-            math.floor(a.lo),
-            math.ceil(a.hi),
+            _floor(a.lo),
+            _ceil(a.hi),
             True,
             "num",
         )

@@ -66,6 +66,8 @@ def _options(tokens: list[Any], i: int) -> tuple[dict[str, Any], int]:
         name = tokens[i].text.lower()
         if tokens[i + 1].token_type != t.EQ:
             raise QueryRefusedError("OPTIONS are name = value pairs.")
+        if name in out:  # which one would count? the reader and the charge must agree
+            raise QueryRefusedError("an option is given twice in OPTIONS(...).")
         i += 2
         tok = tokens[i]
         if tok.token_type in (t.NUMBER, t.DASH, t.PLUS):

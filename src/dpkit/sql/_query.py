@@ -16,7 +16,7 @@ from dpkit.frame._engine import as_lazy, polars
 from dpkit.frame._grouped import _output_names
 from dpkit.mechanisms._base import SupportsCharge
 from dpkit.random import RNGLike
-from dpkit.sql._catalog import Catalog
+from dpkit.sql._catalog import Catalog, Table
 from dpkit.sql._compile import Compiled, compile_tree
 from dpkit.sql._parse import parse_sql
 from dpkit.sql._post import Post, evaluate
@@ -108,11 +108,13 @@ class SQLQuery:
     def _data(self, tables: object, name: str) -> Any:
         if not isinstance(tables, Mapping):
             if len(self._c.scope.sources) == 1:
-                return as_lazy(tables)
+                return _typed(as_lazy(tables), self._c.scope.sources[0].table)
             raise DataError("tables must map each table name in the query to its data.")
         for k, v in tables.items():
             if str(k).lower() == name.lower():
-                return as_lazy(v, "data" if name == self._c.scope.private.name else "public")
+                data = as_lazy(v, "data" if name == self._c.scope.private.name else "public")
+                table = next(s.table for s in self._c.scope.sources if s.table.name == name)
+                return _typed(data, table)
         raise DataError(f"no data given for table {name!r} (tables maps names to frames).")
 
     def _public_keys(self, publics: dict[str, Any]) -> Any:
@@ -155,6 +157,10 @@ class SQLQuery:
                 joins.append((renamed, [p for p, _ in s.on], s.how))
         pk = self._public_keys(publics)
         unit = c.scope.unit
+        if unit is not None:
+            # a row without a unit is dropped (row-wise), never refused: the frame's refusal
+            # would tell whether the table holds a unit whose id is NULL (a free membership bit)
+            base = base.filter(pl.col(unit).is_not_null())
         if c.bigquery:
             for renamed, on, how in joins:
                 base = base.join(renamed, on=on, how=how)
@@ -243,7 +249,10 @@ class SQLQuery:
             gau = gq._plan(eps, dlt, "gaussian", None, 0.5)
         except PrivacyParameterError:
             return {}  # one of them cannot be calibrated: the frame's default decides
-        ratios = [math.log(g.sd / m.sd) for g, m in zip(gau.measures, lap.measures, strict=True)]
+        pairs = list(zip(gau.measures, lap.measures, strict=True))
+        if any(not (g.sd > 0 and m.sd > 0) for g, m in pairs):
+            return {}  # a scale too small to compare (a huge epsilon): the frame's default decides
+        ratios = [math.log(g.sd / m.sd) for g, m in pairs]
         return {"noise": "gaussian" if sum(ratios) < 0 else "laplace"}
 
     def explain(
@@ -399,3 +408,28 @@ def query(
     return q.release(
         tables, epsilon=epsilon, delta=delta, accountant=accountant, rng=rng, alpha=alpha
     ).frame
+
+
+def _typed(data: Any, table: Table) -> Any:
+    """``data``, once its columns' types agree with the metadata (from the schema alone).
+
+    A column declared numeric but held as text would be cast value by value where an
+    expression clamps it, and one unit's unparsable value would make the release fail: a
+    refusal that tells whether that unit is present. So the types are checked first, and a
+    mismatch is refused whatever the values are.
+    """
+    pl = polars()
+    try:
+        schema = data.collect_schema()
+    except Exception:
+        return data  # the frame's own checks report it, before any charge
+    for c in table.columns:
+        dtype = schema.get(c.name)
+        if dtype is None or not c.numeric:
+            continue
+        if not (dtype.is_numeric() or dtype == pl.Boolean or dtype == pl.Null):
+            raise DataError(
+                f"a column declared {c.type} in the metadata holds {dtype} data; cast it to a "
+                "number before the query (a value that does not convert becomes NULL)."
+            )
+    return data

@@ -128,7 +128,18 @@ def _table(name: str, spec: object) -> Table:
             if unit is not None:
                 raise DataError(f"SmartNoise table {name!r}: one private_id column, please.")
             unit = str(key)
-    row = bool(spec.get("row_privacy", False)) or unit is None
+    row = bool(spec.get("row_privacy", False))
+    # never guess the unit: row privacy protects one row, a weaker guarantee than the
+    # data holder may have meant (a person's many rows), so neither case is assumed
+    if row and unit is not None:
+        raise DataError(
+            f"SmartNoise table {name!r}: private_id and row_privacy: true exclude each other."
+        )
+    if not row and unit is None:
+        raise DataError(
+            f"SmartNoise table {name!r}: declare a private_id column, or row_privacy: true "
+            "(each row its own unit)."
+        )
     max_ids = spec.get("max_ids", 1)
     return Table(
         name,

@@ -53,7 +53,11 @@ def refuse_structure(tree: Any) -> None:
             )
         if isinstance(node, exp.Lateral | exp.Unnest | exp.Pivot):
             raise QueryRefusedError("LATERAL, UNNEST and PIVOT are not supported.")
-    for arg in ("qualify", "distinct_on"):
+        if isinstance(node, exp.TableSample):
+            # never run silently as the whole table, nor sampled by the database's randomness
+            raise QueryRefusedError("TABLESAMPLE is not supported.")
+    # clauses the compiler does not read would otherwise be dropped silently (a PREWHERE filter)
+    for arg in ("qualify", "distinct_on", "prewhere", "sample", "settings", "connect", "into"):
         if tree.args.get(arg):
             raise QueryRefusedError(f"{arg.upper()} is not supported.")
     group = tree.args.get("group")
