@@ -51,8 +51,16 @@ class LogicalBatch:
         self.physical_batches = -(-len(self.indices) // p)
         self.mask: Tensor | None = None
         self.done = 0
+        self._iterated = False
 
     def __iter__(self) -> Iterator[tuple[Tensor, ...]]:
+        # once: a second pass (or two interleaved ones) would replay the same examples
+        if self._iterated:
+            raise PrivacyParameterError("a logical batch can be iterated once.")
+        self._iterated = True
+        return self._physical()
+
+    def _physical(self) -> Iterator[tuple[Tensor, ...]]:
         p = self._loader.physical_batch_size
         for start in range(0, len(self.indices), p):
             chunk = self.indices[start : start + p]
