@@ -142,6 +142,7 @@ class PrivateOptimizer:
             p.grad = out[k : k + n].reshape(p.shape).to(p.dtype)
             k += n
         self.steps_taken += 1
+        self.loader.position = self.steps_taken
         self.original_optimizer.step()
         self.clipper.reset()
         self.loader.current = None
@@ -159,3 +160,4 @@ class PrivateOptimizer:
         if isinstance(taken, bool) or not isinstance(taken, int) or taken < self.steps_taken:
             raise PrivacyParameterError("steps_taken must be an int, at least the steps taken.")
         self.steps_taken = taken
+        self.loader.position = taken
