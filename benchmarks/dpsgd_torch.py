@@ -22,6 +22,7 @@ from torch import nn
 from _timing import table
 from dpkit.random import seeded
 from dpkit.torch import make_private
+from dpkit.torch._sampling import LogicalBatch
 
 
 def mlp() -> nn.Module:
@@ -77,7 +78,11 @@ def dpkit_step(
 
     def step() -> None:
         popt.zero_grad()
-        popt.backward(crit(model(x), y))
+        # the same full batch each time (timing only): a logical batch of the private loader
+        batch = LogicalBatch(run.loader, np.arange(b))
+        run.loader.current = batch
+        for xb, yb in batch:
+            popt.backward(crit(model(xb), yb))
         if noise:
             popt.step()
         else:

@@ -263,7 +263,8 @@ def _one_step(clip_for_real: bool):  # type: ignore[no-untyped-def]
             with torch.no_grad():
                 model.weight.zero_()
             opt.zero_grad()
-            opt.backward(-model(x)[:, 0])  # gradient of example i: −x_i
+            for (xb,) in next(iter(opt.loader)):  # q = 1: every example, in one batch
+                opt.backward(-model(xb)[:, 0])  # gradient of example i: −x_i
             opt.step()
             out[k] = float(model.weight.grad[0, 0])  # type: ignore[index]
         return out

@@ -76,6 +76,7 @@ class Clipper:
         self._calls: dict[nn.Module, list[Captured]] = {r.module: [] for r in self.rules}
         self.busy = False  # set while norms are computed: layers run again under torch.func
         self._sums: list[Tensor] | None = None  # made by the first accumulate (no zero-filling)
+        self._rows_checked = False  # the probe of _check_rows ran once on a batch of two or more
         self._handles = [r.module.register_forward_hook(self._record) for r in self.rules]
 
     def _record(self, module: nn.Module, inputs: tuple[Any, ...], output: Any) -> None:
@@ -140,6 +141,7 @@ class Clipper:
             )
         try:
             outputs = [c.output for c in calls]
+            self._check_rows(losses, outputs)
             grads = torch.autograd.grad(losses.sum(), outputs, allow_unused=True)
             for call, g in zip(calls, grads, strict=True):
                 call.grad = torch.zeros_like(call.output) if g is None else g.detach()
@@ -149,6 +151,41 @@ class Clipper:
         finally:
             self.busy = False
             self.discard()
+
+    def _check_rows(self, losses: Tensor, outputs: list[Tensor]) -> None:
+        """Refuse layer calls whose dim 0 is not the example (sequence-first layouts).
+
+        Each rule clips row i of every layer call as example i's: with (T, B, …) inputs a row is
+        a position summed over all examples, and one example would move every row. Once per run,
+        on a batch of two or more, example r's loss must have a zero gradient on every other
+        row of every layer's output (non-finite entries, 0·NaN from another example, are
+        ignored so that the check cannot depend on a record's value).
+        """
+        b = losses.shape[0]
+        for out in outputs:
+            if out.dim() == 0 or out.shape[0] != b:
+                raise PrivacyParameterError(
+                    "a layer's output does not have one row per example (dim 0 of its shape is "
+                    "not the batch): use batch-first layouts (batch_first=True)."
+                )
+        if self._rows_checked or b < 2:
+            return
+        finite = torch.isfinite(losses.detach())
+        if not bool(finite.any()):
+            return
+        r = int(torch.argmax(finite.to(torch.int8)))
+        probe = torch.autograd.grad(losses[r], outputs, retain_graph=True, allow_unused=True)
+        for g in probe:
+            if g is None:
+                continue
+            other = torch.cat([g[:r], g[r + 1 :]])
+            if bool(((other != 0) & torch.isfinite(other)).any()):
+                raise PrivacyParameterError(
+                    "one example's loss depends on another example's row of a layer's output: "
+                    "the model mixes examples (a sequence-first layout, or batch statistics), "
+                    "so per-example clipping bounds nothing. Use batch-first layouts."
+                )
+        self._rows_checked = True
 
     def _add(self, rows: Tensor, group: int) -> None:
         layer_calls = [self._calls[r.module] for r in self.rules]

@@ -234,32 +234,32 @@ def make_private(
     if not isinstance(model, nn.Module) or not isinstance(optimizer, torch.optim.Optimizer):
         raise PrivacyParameterError("model must be a torch.nn.Module and optimizer an Optimizer.")
     clipper = Clipper(model, max_grad_norm=max_grad_norm, clipping=clipping)
-    plan: TrainingPlan = plan_training(
-        n_samples=n_samples,
-        batch_size=b,
-        epochs=epochs,
-        max_grad_norm=max_grad_norm,
-        dimension=parameter_count(clipper.rules),
-        delta=delta,
-        sampling=sampling,
-        noise_multiplier=noise_multiplier,
-        target_epsilon=target_epsilon,
-        accounting=accounting,
-    )
-    gen = as_generator(rng)
-    loader = PrivateLoader(
-        dataset,
-        sample_rate=plan.sample_rate,
-        batch_size=b,
-        physical_batch_size=phys,
-        steps_per_epoch=plan.steps_per_epoch,
-        sampling=sampling,
-        gen=gen,
-        collate=collate,
-        units=units,
-        group=group,
-    )
-    try:
+    try:  # a refusal leaves the model unhooked, as it was
+        plan: TrainingPlan = plan_training(
+            n_samples=n_samples,
+            batch_size=b,
+            epochs=epochs,
+            max_grad_norm=max_grad_norm,
+            dimension=parameter_count(clipper.rules),
+            delta=delta,
+            sampling=sampling,
+            noise_multiplier=noise_multiplier,
+            target_epsilon=target_epsilon,
+            accounting=accounting,
+        )
+        gen = as_generator(rng)
+        loader = PrivateLoader(
+            dataset,
+            sample_rate=plan.sample_rate,
+            batch_size=b,
+            physical_batch_size=phys,
+            steps_per_epoch=plan.steps_per_epoch,
+            sampling=sampling,
+            gen=gen,
+            collate=collate,
+            units=units,
+            group=group,
+        )
         private_opt = PrivateOptimizer(
             optimizer, clipper=clipper, plan=plan, loader=loader, gen=gen
         )

@@ -311,7 +311,8 @@ class NormRule(LayerRule):
             if isinstance(m, nn.GroupNorm):
                 xhat = F.group_norm(x, m.num_groups, None, None, m.eps)
                 dims = tuple(range(2, x.dim()))
-                gw, gb = (xhat * g).sum(dims), g.sum(dims)
+                # (B, C) inputs (a replaced BatchNorm1d): sum over no dim (sum(()) sums all)
+                gw, gb = ((xhat * g).sum(dims), g.sum(dims)) if dims else (xhat * g, g)
             else:
                 shape = tuple(m.normalized_shape)
                 xhat = F.layer_norm(x, shape, None, None, m.eps)

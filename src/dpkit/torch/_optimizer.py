@@ -51,6 +51,10 @@ class PrivateOptimizer:
         self.loader = loader
         self._gen = gen
         self.steps_taken = 0
+        # the logical batch the running sums come from, and its physical batches already used:
+        # a step charged for one Poisson draw must hold each sampled example once, no other
+        self._batch: LogicalBatch | None = None
+        self._used: set[int] = set()
         managed = {id(p) for p in clipper.params}
         for group in optimizer.param_groups:
             for p in group["params"]:
@@ -68,20 +72,45 @@ class PrivateOptimizer:
         """Forget the accumulated clipped sums and the parameters' gradients."""
         self.original_optimizer.zero_grad(set_to_none=set_to_none)
         self.clipper.reset()
+        self._batch = None
+        self._used = set()
 
     def backward(self, losses: Tensor, *, mask: Tensor | None = None) -> None:
         """Clip the per-example gradients of ``losses`` (shape (B,)) and add them to the sums.
 
-        ``mask`` (bool, shape (B,)) marks real examples; by default it is the mask of the
-        physical batch the private loader is iterating (padding masked out).
+        ``losses`` must be those of the physical batch of the private loader being iterated
+        (the sampling the accounting assumes), each physical batch used once, all from one
+        logical batch per step. ``mask`` (bool, shape (B,)) may drop more examples; padded rows
+        stay masked out whatever it says.
         """
-        if mask is None:
-            batch = self.loader.current
-            if batch is not None and batch.mask is not None:
-                mask = batch.mask
-            else:
-                mask = torch.ones(losses.shape[0] if losses.dim() else 1, dtype=torch.bool)
-        self.clipper.accumulate(losses, mask, group=self.loader.group)
+        batch = self.loader.current
+        if batch is None or batch.mask is None or batch.done >= batch.physical_batches:
+            self.clipper.discard()
+            raise PrivacyParameterError(
+                "backward() needs the losses of a physical batch of the private loader being "
+                "iterated: other data is not sampled as the accounting assumes."
+            )
+        if self._batch is not None and self._batch is not batch:
+            self.clipper.discard()
+            raise PrivacyParameterError(
+                "the sums hold another logical batch's gradients: call zero_grad() (or step()) "
+                "before a new logical batch; one step is charged for one Poisson draw."
+            )
+        if batch.done in self._used:
+            self.clipper.discard()
+            raise PrivacyParameterError(
+                "backward() may be called once per physical batch: a second call would count "
+                "its examples twice."
+            )
+        real = batch.mask
+        if mask is not None:
+            if not isinstance(mask, Tensor) or mask.shape != real.shape:
+                self.clipper.discard()
+                raise PrivacyParameterError("mask must be a bool tensor of shape (B,).")
+            real = real & mask.to(torch.bool)
+        self.clipper.accumulate(losses, real, group=self.loader.group)
+        self._batch = batch
+        self._used.add(batch.done)
 
     def step(self, closure: None = None) -> None:
         """Noise the clipped sum, normalise by the expected batch size, update the parameters."""
@@ -93,6 +122,10 @@ class PrivateOptimizer:
                 "private run (and pay for it) to train further."
             )
         batch: LogicalBatch | None = self.loader.current
+        if self._batch is not None and self._batch is not batch:
+            raise PrivacyParameterError(
+                "the sums hold another logical batch's gradients: one step is one Poisson draw."
+            )
         if batch is not None and batch.done < batch.physical_batches:
             raise PrivacyParameterError(
                 "step() before every physical batch of the logical batch was used: iterate the "
@@ -109,9 +142,12 @@ class PrivateOptimizer:
             p.grad = out[k : k + n].reshape(p.shape).to(p.dtype)
             k += n
         self.steps_taken += 1
+        self.loader.position = self.steps_taken
         self.original_optimizer.step()
         self.clipper.reset()
         self.loader.current = None
+        self._batch = None
+        self._used = set()
 
     def state_dict(self) -> dict[str, Any]:
         """The wrapped optimizer's state and the number of private steps taken."""
@@ -124,3 +160,4 @@ class PrivateOptimizer:
         if isinstance(taken, bool) or not isinstance(taken, int) or taken < self.steps_taken:
             raise PrivacyParameterError("steps_taken must be an int, at least the steps taken.")
         self.steps_taken = taken
+        self.loader.position = taken

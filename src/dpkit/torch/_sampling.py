@@ -51,8 +51,16 @@ class LogicalBatch:
         self.physical_batches = -(-len(self.indices) // p)
         self.mask: Tensor | None = None
         self.done = 0
+        self._iterated = False
 
     def __iter__(self) -> Iterator[tuple[Tensor, ...]]:
+        # once: a second pass (or two interleaved ones) would replay the same examples
+        if self._iterated:
+            raise PrivacyParameterError("a logical batch can be iterated once.")
+        self._iterated = True
+        return self._physical()
+
+    def _physical(self) -> Iterator[tuple[Tensor, ...]]:
         p = self._loader.physical_batch_size
         for start in range(0, len(self.indices), p):
             chunk = self.indices[start : start + p]
@@ -99,6 +107,9 @@ class PrivateLoader:
         self._collate = collate or _default_collate
         self._tensors = _as_tensors(data)
         self.current: LogicalBatch | None = None
+        self.position = 0  # private steps taken (set by the optimizer): where shuffling stands
+        self._perm: np.ndarray | None = None
+        self._perm_epoch = -1
         self._members: list[np.ndarray] | None = None
         if units is not None:
             ids = np.asarray(units)
@@ -147,9 +158,21 @@ class PrivateLoader:
                 self.current = LogicalBatch(self, self.draw())
                 yield self.current
             return
-        perm = self._gen.permutation(self._count())
-        for k in range(self.steps_per_epoch):
-            part = perm[k * self.batch_size : (k + 1) * self.batch_size]
+        # the accounting charges one Gaussian per epoch of steps_per_epoch *steps*: step s takes
+        # batch s mod steps_per_epoch of epoch s // steps_per_epoch's permutation, so a pass
+        # that stops early and a later one resume the same epoch (a fresh permutation mid-epoch
+        # could put one example in two steps of one accounted epoch)
+        per = self.steps_per_epoch
+        start = self.position // per
+        for _ in range(per):
+            epoch, k = divmod(self.position, per)
+            if epoch != start:
+                return
+            if self._perm_epoch != epoch:
+                self._perm = self._gen.permutation(self._count())
+                self._perm_epoch = epoch
+            assert self._perm is not None
+            part = self._perm[k * self.batch_size : (k + 1) * self.batch_size]
             self.current = LogicalBatch(self, self._rows(part))
             yield self.current
 
