@@ -49,10 +49,13 @@ $(SYNTH_VENV)/.installed: benchmarks/requirements-synth.txt
 	$(SYNTH_PY) -m pip install --quiet -r benchmarks/requirements-synth.txt
 	touch $@
 
-bench: $(BENCH_VENV)/.installed $(SYNTH_VENV)/.installed
+bench: $(BENCH_VENV)/.installed $(SYNTH_VENV)/.installed $(VENV)/.installed
 	for b in benchmarks/[a-z]*.py; do \
 	  [ $$b = benchmarks/release.py ] || $(BENCH_PY) $$b || exit 1; done
 	PYTHONPATH=src $(SYNTH_PY) benchmarks/release.py
+	@echo "== core rows again on the project's own NumPy (the newest 2.x that pip gives users) =="
+	PYTHONPATH=src $(PY) benchmarks/noise.py
+	PYTHONPATH=src $(PY) benchmarks/stats.py
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) $(SYNTH_VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
