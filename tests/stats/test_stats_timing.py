@@ -14,7 +14,7 @@ import dpkit.stats as st
 from dpkit.stats._fixed import fixed_sum, power_exponent
 from tests._timing_rank import ALPHA, time_pvalue
 
-N = 1 << 20
+N = 1 << 19
 BOUNDS = (0.0, 100.0)
 K = power_exponent(BOUNDS)
 
