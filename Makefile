@@ -73,11 +73,14 @@ $(SNSQL_VENV)/.installed: benchmarks/requirements-sql.txt
 	$(SNSQL_PY) -m pip install --quiet -r benchmarks/requirements-sql.txt
 	touch $@
 
-bench: $(BENCH_VENV)/.installed $(SYNTH_VENV)/.installed $(SNSQL_VENV)/.installed
+bench: $(BENCH_VENV)/.installed $(SYNTH_VENV)/.installed $(SNSQL_VENV)/.installed $(VENV)/.installed
 	for b in benchmarks/[a-z]*.py; do \
 	  [ $$b = benchmarks/release.py ] || [ $$b = benchmarks/sql.py ] || $(BENCH_PY) $$b || exit 1; done
 	PYTHONPATH=src $(SYNTH_PY) benchmarks/release.py
 	PYTHONPATH=src $(SNSQL_PY) benchmarks/sql.py
+	@echo "== core rows again on the project's own NumPy (the newest 2.x that pip gives users) =="
+	PYTHONPATH=src $(PY) benchmarks/noise.py
+	PYTHONPATH=src $(PY) benchmarks/stats.py
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) $(SYNTH_VENV) $(SNSQL_VENV) $(DEMO_VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

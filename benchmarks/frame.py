@@ -31,7 +31,7 @@ import polars as pl
 
 import dpkit.frame as dpf
 import dpkit.stats as st
-from _timing import best_of, table
+from _timing import best_of, print_targets, table, target
 
 EPS, DELTA, L_INF, L0, KEYS = 1.0, 1e-6, 1, 5, 5000
 
@@ -246,7 +246,9 @@ def row_hash_part(rows_n: int, rows: list[tuple[str, ...]]) -> None:
                  f"{t_dp / t_pl:.2f}"))  # fmt: skip
 
 
-def polars_part(rows_n: int, rows: list[tuple[str, ...]]) -> pl.DataFrame:
+def polars_part(
+    rows_n: int, rows: list[tuple[str, ...]], goals: list[tuple[str, str, str, str]]
+) -> pl.DataFrame:
     df = make_data(rows_n)
     t_raw = best_of(lambda: raw_polars(df))
     t_group = best_of(lambda: hand_bounded_polars(df))
@@ -264,10 +266,18 @@ def polars_part(rows_n: int, rows: list[tuple[str, ...]]) -> pl.DataFrame:
     rows.append(("hand-written bounding, one sort", f"{t_sort:.3f}", f"{t_sort / t_hand:.2f}"))
     rows.append(("dpkit.frame, private key selection", f"{t_priv:.3f}", f"{t_priv / t_hand:.2f}"))
     rows.append(("dpkit.frame, 5,000 public keys", f"{t_pub:.3f}", f"{t_pub / t_hand:.2f}"))
+    goals.append(
+        target("dpkit.frame private keys 10M vs hand bounding", t_priv / t_hand, at_most=1.5)
+    )
+    goals.append(
+        target("dpkit.frame public keys 10M vs hand bounding", t_pub / t_hand, at_most=1.5)
+    )
+    odp_speedup = float("nan")
     try:
         t_odp = best_of(lambda: opendp_release(df), 1)
         rows.append(("OpenDP Polars API (end to end)", f"{t_odp:.3f}", f"{t_odp / t_hand:.2f}"))
         print(f"dpkit is {t_odp / t_priv:.1f}x faster than OpenDP")
+        odp_speedup = t_odp / t_priv
     except ImportError:
         print("skip OpenDP: not installed (pip install 'opendp[polars]')")
     except Exception as exc:  # a peer's failure is reported, not fatal
@@ -278,6 +288,7 @@ def polars_part(rows_n: int, rows: list[tuple[str, ...]]) -> pl.DataFrame:
             print(f"dpkit (count+sum+mean) is {t_odp / t_priv:.1f}x faster than OpenDP (count)")
         except Exception as exc2:
             print(f"skip OpenDP: count only fails too: {type(exc2).__name__}: {str(exc2)[:300]}")
+    goals.append(target("dpkit.frame vs OpenDP Polars API, end to end", odp_speedup, at_least=10))
     return df
 
 
@@ -355,7 +366,8 @@ def main() -> None:
         parquet_part(a.parquet, a.partitions, a.engine)
         return
     rows: list[tuple[str, ...]] = []
-    polars_part(a.rows, rows)
+    goals: list[tuple[str, str, str, str]] = []
+    polars_part(a.rows, rows, goals)
     row_hash_part(min(a.rows, 1_000_000), rows)
     pipelinedp_part(rows)
     if not a.no_spark:
@@ -365,6 +377,7 @@ def main() -> None:
             print(f"Spark part failed: {type(exc).__name__}: {str(exc)[:300]}")
     print(f"Polars {pl.__version__}; machine load {os.getloadavg()[0]:.1f} (shared: ratios only)")
     print(table(rows, ("what", "seconds", "ratio")))
+    print_targets(goals)
 
 
 if __name__ == "__main__":

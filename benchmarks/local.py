@@ -27,7 +27,7 @@ from dpkit.local import GRR, OLH, OUE, FrequencyOracle, HadamardResponse
 from dpkit.random import secure_generator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _timing import table
+from _timing import print_targets, table, target
 
 K = 1024
 EPSILON = 1.0
@@ -114,6 +114,7 @@ def main(argv: list[str]) -> None:
         "HR": lambda: HadamardResponse(epsilon=EPSILON, k=K),
     }
     rows = []
+    goals = {"GRR": float("nan"), "OUE": float("nan")}
     for name, make in oracles.items():
         oracle = make()
         rate, ratio, se = run_dpkit(oracle, x, truth)
@@ -134,6 +135,8 @@ def main(argv: list[str]) -> None:
                 f"{pratio:.3f} ± {pse:.3f}",
             )
         )
+        if name in goals:
+            goals[name] = rate / prate
         print(f"  {name} done", flush=True)
     header = (
         "protocol",
@@ -145,6 +148,9 @@ def main(argv: list[str]) -> None:
     )
     print(table(rows, header))
     print("Throughput counts randomize + aggregate + estimate; absolute rates depend on load.")
+    print_targets(
+        [target(f"local {k} throughput vs pure-ldp", v, at_least=50) for k, v in goals.items()]
+    )
 
 
 if __name__ == "__main__":

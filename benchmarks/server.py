@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _timing import table
+from _timing import print_targets, table, target
 
 CLIENTS = 32
 CLIENT = "asyncio"
@@ -332,6 +332,12 @@ def main() -> None:
             "vs no-op", "target met")  # fmt: skip
     print(table(rows, head))
     print("targets (SQLite): throughput ≥ 1/3 of the no-op's and p99 ≤ 100 ms")
+    sqlite = [float(r[7]) for r in rows if r[0] == "SQLite" and r[2] != "no-op"]
+    print_targets(
+        [target("curator DP mean vs no-op endpoint (SQLite)", min(sqlite), at_least=1 / 3)]
+        if sqlite
+        else []
+    )
 
 
 if __name__ == "__main__":

@@ -32,12 +32,8 @@ import numpy.typing as npt
 from dpkit._checks import Rational, check_positive, exact_fraction
 from dpkit._messages import not_numeric
 from dpkit.errors import DataError, PrivacyParameterError
-from dpkit.noise._discrete import (
-    DGAUSS_MAX_NUMERATOR,
-    DLAP_MAX_NUMERATOR,
-    sample_discrete_gaussian,
-    sample_discrete_laplace,
-)
+from dpkit.noise._discrete import DGAUSS_MAX_NUMERATOR, DLAP_MAX_NUMERATOR, sampler
+from dpkit.noise._parallel import PARALLEL_FROM, in_chunks
 from dpkit.noise._scales import rational_at_least
 from dpkit.random import RNGLike, as_generator
 
@@ -185,11 +181,15 @@ def round_to_grid(x: FloatArray, grid: int) -> FloatArray:
     small = np.abs(x) < limit
     with np.errstate(over="ignore"):  # the scaled copies of large values are discarded below
         if grid >= -1022:
-            scaled = np.rint(x * math.ldexp(1.0, -grid)) * math.ldexp(1.0, grid)
+            rounded: FloatArray = np.multiply(x, math.ldexp(1.0, -grid), out=np.empty_like(x))
+            np.rint(rounded, out=rounded)
+            rounded *= math.ldexp(1.0, grid)
         else:  # 2**-grid is not a double: scale in two exact steps
-            scaled = np.ldexp(np.rint(np.ldexp(x, -grid)), grid)
-    rounded: FloatArray = np.where(small, scaled, x)
-    return rounded
+            rounded = np.ldexp(np.rint(np.ldexp(x, -grid)), grid)
+    # a select of every element (np.copyto with a mask skips runs of False: its time would
+    # depend on how many values are large)
+    out: FloatArray = np.where(small, rounded, x)
+    return out
 
 
 def _check_grid(grid: object) -> int:
@@ -205,8 +205,35 @@ def _add_on_grid(x: FloatArray, noise: npt.NDArray[np.int64], grid: int) -> Floa
     # |noise| < 2**53 in practice (its tail is at ~60 scales ≈ 2**47), so ldexp is exact, and
     # the IEEE sum is the correctly rounded value of the exact grid point.
     out = round_to_grid(x, grid)
-    out += np.ldexp(noise.astype(np.float64), grid)
+    step = noise.astype(np.float64)
+    if grid >= -1022:  # a product by a normal power of two: exact (|noise| >= 1 or 0)
+        step *= math.ldexp(1.0, grid)
+    else:
+        step = np.ldexp(step, grid)
+    out += step
     return out
+
+
+def _noisy(
+    x: FloatArray, kind: str, num: int, den: int, grid: int, rng: np.random.Generator
+) -> FloatArray:
+    """``round(x) + 2**grid · Z`` with exact integer noise ``Z`` (``kind``, scale ``num/den``).
+
+    A large array is done chunk by chunk on the worker threads (see ``_parallel``), each chunk
+    sampled and added while it is in the cache; the result does not depend on the thread count.
+    """
+    sample = sampler(kind, num, den)
+    flat = x.reshape(-1)
+    n = flat.size
+    if n < PARALLEL_FROM:
+        return _add_on_grid(x, sample(n, rng).reshape(x.shape), grid)
+    out = np.empty(n)
+
+    def work(start: int, stop: int, gen: np.random.Generator) -> None:
+        out[start:stop] = _add_on_grid(flat[start:stop], sample(stop - start, gen), grid)
+
+    in_chunks(n, rng, work)
+    return out.reshape(x.shape)
 
 
 def _shape_result(x: FloatArray, out: FloatArray) -> float | FloatArray:
@@ -246,8 +273,7 @@ def laplace(
     x = as_finite_array(values)
     g = laplace_grid(scale) if grid is None else _check_grid(grid)
     t, s = rational_at_least(_in_grid_units(scale, g), "scale", max_numerator=DLAP_MAX_NUMERATOR)
-    noise = sample_discrete_laplace(t, s, x.size, as_generator(rng)).reshape(x.shape)
-    return _shape_result(x, _add_on_grid(x, noise, g))
+    return _shape_result(x, _noisy(x, "laplace", t, s, g, as_generator(rng)))
 
 
 def gaussian(
@@ -273,8 +299,7 @@ def gaussian(
     x = as_finite_array(values)
     g = gaussian_grid(sigma) if grid is None else _check_grid(grid)
     a, b = rational_at_least(_in_grid_units(sigma, g), "sigma", max_numerator=DGAUSS_MAX_NUMERATOR)
-    noise = sample_discrete_gaussian(a, b, x.size, as_generator(rng)).reshape(x.shape)
-    return _shape_result(x, _add_on_grid(x, noise, g))
+    return _shape_result(x, _noisy(x, "gaussian", a, b, g, as_generator(rng)))
 
 
 def check_laplace_scale(scale: Rational, grid: int) -> None:

@@ -29,7 +29,6 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 
 import numpy as np
-import numpy.typing as npt
 
 from dpkit._missing import missing_error
 from dpkit.errors import DataError
@@ -74,7 +73,6 @@ def _clamp_one_pass(x: FloatArray, lo: float, hi: float, out: FloatArray) -> Non
 # than a maximum and a minimum. The choice depends on the installed NumPy only, never on the data.
 _clamp = _clamp_one_pass if int(np.__version__.split(".")[0]) >= 2 else _clamp_two_passes
 
-_ALL_TRUE = int.from_bytes(b"\x01" * 8, "little")  # eight NumPy ``True`` bytes read as one word
 _WORD = 1 << 64
 
 
@@ -82,28 +80,26 @@ def _not_finite(name: str) -> DataError:
     return missing_error(name)
 
 
-Work = Callable[[int, int, FloatArray, npt.NDArray[np.bool_]], int]
+Work = Callable[[int, int, FloatArray], int]
 
 
 def _run_blocks(n: int, work: Work) -> int:
-    """Apply ``work(start, stop, values, flags)`` to every block and add the integer results.
+    """Apply ``work(start, stop, values)`` to every block and add the integer results.
 
-    ``values`` (float64) and ``flags`` (bool, every entry ``True`` on entry to each block: see
-    :func:`fixed_sum`) are buffers owned by the calling thread, of at least ``stop − start``
-    entries and a multiple of 8.
+    ``values`` (float64) is a buffer owned by the calling thread, of at least ``stop − start``
+    entries.
     """
     starts = range(0, n, BLOCK)
 
-    size = -(-min(n, BLOCK) // 8) * 8  # no larger than needed (small sums), a multiple of 8
+    size = min(n, BLOCK)  # no larger than needed (small sums)
 
     def chunk(part: range) -> int:
         values = np.empty(size)
-        flags = np.ones(size, dtype=np.bool_)
         # Per thread (NumPy's error state is not inherited): a signalling NaN raises the invalid
         # flag in the addition, a RuntimeWarning (an exception under warnings-as-errors) instead of
         # the DataError that the finiteness check gives every NaN.
         with np.errstate(invalid="ignore"):
-            return sum(work(s, min(s + BLOCK, n), values, flags) for s in part)
+            return sum(work(s, min(s + BLOCK, n), values) for s in part)
 
     if n < _THREADS_FROM:
         return chunk(starts)
@@ -140,12 +136,15 @@ def fixed_sum(x: FloatArray, bounds: tuple[float, float], k: int, name: str = "x
        ``x · 2**k``, ties to the even one (``C · 2**k = 3 · 2**51`` is even, so ``z`` is an even
        multiple of ``2**-k`` exactly when ``t`` is even): ``t = rint(x · 2**k)``, with no product
        ever formed. ``C < 2**970`` keeps ``z`` finite for every finite ``x``, and ``z`` is NaN
-       exactly when ``x`` is, so
-    2. ``z == z`` is false exactly for NaN, which is refused (a missing value has no place in
-       the bounds); ``±inf`` is a value beyond a bound like any other and is clamped below;
-    3. ``clip(z, Z_L, Z_U)`` with ``Z_L = L + C``, ``Z_U = U + C`` (rounded alike): rounding is
+       exactly when ``x`` is; ``±inf`` is a value beyond a bound like any other;
+    2. ``clip(z, Z_L, Z_U)`` with ``Z_L = L + C``, ``Z_U = U + C`` (rounded alike): rounding is
        monotone, so a record below ``L`` (above ``U``), however large, lands on ``Z_L``
-       (``Z_U``) and every record on ``C + rint(clip(x, L, U) · 2**k) · 2**-k``;
+       (``Z_U``) and every record on ``C + rint(clip(x, L, U) · 2**k) · 2**-k``; a NaN stays
+       NaN;
+    3. a NaN is refused (a missing value has no place in the bounds): ``Z_L > 0``, and the bit
+       patterns of positive doubles are ordered like their values, so every clamped record's
+       pattern is at most ``bits(Z_U)``, while a NaN's (exponent all ones, any sign) exceeds it:
+       ``max(bits) > bits(Z_U)`` exactly when the block holds a NaN;
     4. inside one binade the bit pattern of a double grows by one per spacing step, so the bits
        of the clamped ``z`` read as an unsigned 64-bit integer are ``bits(C) + t``. Their sum over
        a block of ``m`` records, modulo ``2**64`` (unsigned NumPy sums wrap, which is defined), is
@@ -163,17 +162,21 @@ def fixed_sum(x: FloatArray, bounds: tuple[float, float], k: int, name: str = "x
     base = int(np.array(magic).view(np.uint64))
     z_lo, z_hi = bounds[0] + magic, bounds[1] + magic  # rounded as the records are
 
-    def work(start: int, stop: int, values: FloatArray, flags: npt.NDArray[np.bool_]) -> int:
+    # After the clamp every record's z lies in [z_lo, z_hi], positive doubles whose bit patterns
+    # are ordered like their values, so no pattern exceeds top; a NaN survives the clamp (maximum,
+    # minimum and clip propagate it) and its pattern, 0x7FF8… or 0xFFF8… with a sign, exceeds
+    # every finite positive double's. One max over the patterns finds any NaN: a read-only pass,
+    # cheaper than writing a flag per record and reading the flags back.
+    top = int(np.array(z_hi).view(np.uint64))
+
+    def work(start: int, stop: int, values: FloatArray) -> int:
         m = stop - start
         z = values[:m]
-        np.add(x[start:stop], magic, out=z)
-        np.equal(z, z, out=flags[:m])  # False for NaN only: ±inf is clamped like 1e308
+        np.add(x[start:stop], magic, out=z)  # NaN stays NaN; ±inf is clamped like 1e308
         _clamp(z, z_lo, z_hi, z)
-        total = int(z.view(np.uint64).sum())
-        # all() eight flags at a time: a word of eight bytes, each 0 or 1, equals _ALL_TRUE exactly
-        # when all eight are True. Flags past m (a shorter last block) are True from the buffer's
-        # start or from earlier blocks, which passed (a failed block raises).
-        if int(flags.view(np.uint64).min()) != _ALL_TRUE:
+        bits = z.view(np.uint64)
+        total = int(bits.sum())
+        if int(bits.max()) > top:
             raise _not_finite(name)
         residue = (total - m * base) % _WORD
         return residue - _WORD if residue >= _WORD >> 1 else residue

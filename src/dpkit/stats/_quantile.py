@@ -126,7 +126,10 @@ def _point(cells: _Cells, i: int, gen: np.random.Generator) -> int:
 def _sample(
     z: FloatArray, kl: int, kh: int, q: float, beta: float, gen: np.random.Generator
 ) -> int:
-    """One draw of the exponential mechanism on grid integers ``[kl, kh]`` (cells exact)."""
+    """One draw of the exponential mechanism on grid integers ``[kl, kh]`` (cells exact).
+
+    ``z`` (the gridded copy of the data) is reordered in place.
+    """
     n = z.size
     spread = math.log(kh - kl + 1) + _TAIL
     k = math.ceil(spread / beta) + 1
@@ -136,7 +139,10 @@ def _sample(
         full = np.sort(z)
         cells = _cells(full, 0, 0, kl, kh, q, beta)
         return _point(cells, _pick(cells.logw, gen), gen)
-    part = np.partition(z, [r1, r2])
+    # In place: z is this release's own gridded copy (from _grid_data), and only its multiset
+    # matters to every later step, so the partition needs no second copy of the data.
+    part = z
+    part.partition([r1, r2])
     lo_v, hi_v = float(part[r1]), float(part[r2])
     window = np.sort(part[r1 : r2 + 1])
     eq_lo = int(np.count_nonzero(part[:r1] == lo_v))

@@ -1,0 +1,57 @@
+"""The time of an exact sum does not depend on whether a record lies outside the bounds.
+
+Measured, not asserted against a clock: the two neighbouring inputs run in turns and their times
+are compared with a rank test (``tests/_timing_rank.py``). A control shows the test has the power
+to see the leak it guards against: a sum that skips the clamp when every value is in bounds (what
+a "fast path" would do) is told apart from the constant-time one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import dpkit.stats as st
+from dpkit.stats._fixed import fixed_sum, power_exponent
+from tests._timing_rank import ALPHA, time_pvalue
+
+N = 1 << 19
+BOUNDS = (0.0, 100.0)
+K = power_exponent(BOUNDS)
+
+
+def _neighbours() -> tuple[np.ndarray, np.ndarray]:
+    x = np.random.default_rng(0).uniform(*BOUNDS, N)
+    y = x.copy()
+    y[N // 2] = 1e300  # one record far beyond the upper bound: add/remove neighbours differ in it
+    return x, y
+
+
+def test_fixed_sum_time_does_not_reveal_an_outlier() -> None:
+    x, y = _neighbours()
+    p = time_pvalue(lambda: fixed_sum(x, BOUNDS, K), lambda: fixed_sum(y, BOUNDS, K))
+    assert p > ALPHA, p
+
+
+def test_mean_time_does_not_reveal_an_outlier() -> None:
+    x, y = _neighbours()
+    gen = np.random.default_rng(1)
+
+    def release(v: np.ndarray) -> object:
+        return st.mean(v, bounds=BOUNDS, epsilon=1.0, rng=gen)
+
+    p = time_pvalue(lambda: release(x), lambda: release(y))
+    assert p > ALPHA, p
+
+
+def test_the_rank_test_sees_a_skipped_clamp() -> None:
+    x, y = _neighbours()
+    lo, hi = BOUNDS
+
+    def leaky(v: np.ndarray) -> float:  # the leak the constant-time sum avoids
+        if v.min() < lo or v.max() > hi:
+            v = np.clip(v, lo, hi)
+        return float(np.rint(v * 2.0**K).sum())
+
+    # the leak is one pass in five (+20–25%): 80 pairs put p near 1e-8 even on a loaded machine
+    p = time_pvalue(lambda: leaky(x), lambda: leaky(y), pairs=80)
+    assert p < ALPHA, p
