@@ -108,7 +108,8 @@ def test_cli_plan(capsys):
 
 def test_frame_query_plan_can_ask_for_keys_to_be_kept():
     df = pl.DataFrame({"user": [1, 2, 3], "key": ["a", "b", "a"]})
-    g = dpf.Query(df, privacy_unit="user").group_by("key", max_groups=1).agg(dpf.count(alias="n"))
+    q = dpf.Query(df, privacy_unit="user")
+    g = q.group_by("key", max_groups=1, max_rows=1).agg(dpf.count(alias="n"))
     loose = plan.epsilon_for_query(g, half_width=100.0, delta=1e-6)
     eps = plan.epsilon_for_query(g, half_width=100.0, delta=1e-6, keep=(20, 0.9))
     assert eps > loose  # keeping a 20-unit key 90% of the time costs more than the count alone
