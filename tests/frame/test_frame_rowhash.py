@@ -175,7 +175,8 @@ def test_unhashable_types_are_refused_before_charging() -> None:
 
     df = pl.DataFrame({"u": [1, 2], "k": [[1], [2]], "x": [1.0, 2.0]})
     acct = Accountant(PureDP(epsilon=5.0))
-    q = dpf.Query(df, privacy_unit="u").group_by("k", public_keys=pl.DataFrame({"k": [[1]]}))
+    keys = pl.DataFrame({"k": [[1]]})
+    q = dpf.Query(df, privacy_unit="u").group_by("k", public_keys=keys, max_groups=1, max_rows=1)
     with pytest.raises(DataError):
         q.agg(dpf.count()).release(epsilon=1.0, accountant=acct)
     assert not acct.ledger

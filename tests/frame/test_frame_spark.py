@@ -248,7 +248,10 @@ def test_row_hash_and_kept_rows_are_the_same_on_spark(spark: Any) -> None:
     # its row survived (L0 by pair hash; then L1 by row hash)
     df = _table().head(600).with_row_index("rid").with_columns(pl.col("rid").cast(pl.Int64))
     sdf = spark.createDataFrame(df.to_arrow())
-    for kw in ({"max_groups": 1}, {"max_groups": 3, "max_rows_per_unit": 2}):
+    for kw in (
+        {"max_groups": 1, "max_rows": 1},
+        {"max_groups": 3, "max_rows": 1, "max_rows_per_unit": 2},
+    ):
         kept = []
         for d in (df, sdf):
             q = dpf.Query(d, privacy_unit="user").group_by("rid", **kw).agg(dpf.count())
