@@ -18,7 +18,10 @@ alone, never from the data:
   (or a strict cast that cannot fail, such as a widening integer cast or any cast to text),
   ``str.to_integer(strict=False)``, ``str.strptime(..., strict=False)``, ``str.contains(...,
   strict=False)``, ``list.get(..., null_on_oob=True)``, ``replace_strict(..., default=...)``;
-- an integer ``pow`` only with a non-negative literal exponent.
+- an integer ``pow`` only with a non-negative literal exponent;
+- ``str.replace``/``extract``/``count_matches`` only with a literal pattern, ``str.slice`` only
+  with a literal length, ``dt.truncate`` only with a literal duration (Polars parses a column's
+  pattern, length or duration on each row, and fails on a record that holds a bad one).
 
 Anything else is refused with a message that names the function and the lenient form to use;
 a value that a lenient step cannot convert becomes null, which the aggregation drops (see
@@ -84,6 +87,16 @@ _LENIENT_FLAG = {
     "Contains": "str.contains(..., strict=False)",
 }
 _STRING_PADS = frozenset({"PadStart", "PadEnd"})
+# Total for literal arguments only: Polars parses each row's pattern, length or duration when
+# it comes from a column, and fails on a record that holds no regex, a negative length or no
+# duration (and a column pattern with ``literal=True`` failed on an empty input only).
+_LITERAL_ARGS: dict[tuple[str, str], tuple[int, ...]] = {  # which inputs must be literals
+    ("StringExpr", "Replace"): (1,),  # the pattern (a column replacement is total)
+    ("StringExpr", "Extract"): (1,),
+    ("StringExpr", "CountMatches"): (1,),
+    ("StringExpr", "Slice"): (2,),  # the length (a negative offset from a column is total)
+    ("TemporalExpr", "Truncate"): (1,),
+}
 _SIGNED = ("Int8", "Int16", "Int32", "Int64", "Int128")
 _UNSIGNED = ("UInt8", "UInt16", "UInt32", "UInt64")
 _FLOATS = ("Float32", "Float64")
@@ -179,6 +192,11 @@ class _Walk:
             flags = options[-1] if isinstance(options, list) else options
             if not isinstance(flags, dict) or flags.get("strict") is not False:
                 raise self.refuse(f"str {name} (strict)", _LENIENT_FLAG[name])
+        elif (family, name) in _LITERAL_ARGS:
+            if any(list(inputs[k]) != ["Literal"] for k in _LITERAL_ARGS[family, name]):
+                raise self.refuse(
+                    f"{family} {name} with an argument from a column", "literal arguments"
+                )
         elif family == "StringExpr" and name in _STRING_PADS:
             if list(inputs[1]) != ["Literal"]:  # a negative length from a column fails
                 raise self.refuse(f"str {name} with a length from a column", "a literal length")
