@@ -18,7 +18,8 @@ alone, never from the data:
   (or a strict cast that cannot fail, such as a widening integer cast or any cast to text),
   ``str.to_integer(strict=False)``, ``str.strptime(..., strict=False)``, ``str.contains(...,
   strict=False)``, ``list.get(..., null_on_oob=True)``, ``replace_strict(..., default=...)``;
-- an integer ``pow`` only with a non-negative literal exponent;
+- an integer ``pow`` only with a non-negative literal exponent; ``clip`` only with bounds of
+  its input's type (or both numeric, or both temporal);
 - ``str.replace``/``extract``/``count_matches`` only with a literal pattern, ``str.slice`` only
   with a literal length, ``dt.truncate`` only with a literal duration (Polars parses a column's
   pattern, length or duration on each row, and fails on a record that holds a bad one).
@@ -206,6 +207,8 @@ class _Walk:
         elif family == "ReplaceStrict":
             if len(inputs) < 4:  # value, old, new, default
                 raise self.refuse("replace_strict", "replace_strict(..., default=...)")
+        elif family == "Clip":
+            self._clip(inputs)
         elif family == "Pow" and member == "Generic":
             self._pow(inputs)
         elif family not in _TOTAL_FAMILY:
@@ -214,6 +217,20 @@ class _Walk:
             allowed = _TOTAL_FAMILY[family]
             if allowed is not None and name not in allowed:
                 raise self.refuse(f"{family} {name}", "a total form of it, or another expression")
+
+    def _clip(self, inputs: list[Any]) -> None:
+        """A bound of another type (text for a number or a date) passes the schema check and
+        fails on the first row: the step would fail exactly when some row reaches it."""
+        source = self.dtype(inputs[0])
+        for bound in inputs[1:]:
+            other = self.dtype(bound)
+            if other == polars().Null or other == source:
+                continue
+            if (source.is_numeric() and other.is_numeric()) or (
+                source.is_temporal() and other.is_temporal()
+            ):
+                continue
+            raise self.refuse("clip with a bound of another type", "bounds of the input's type")
 
     def _pow(self, inputs: list[Any]) -> None:
         if str(self.dtype(inputs[0]).base_type()) in _FLOATS:
