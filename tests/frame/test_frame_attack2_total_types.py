@@ -90,3 +90,8 @@ def test_steps_of_one_kind_still_answer_on_both_neighbours() -> None:
     ]
     for step in steps:
         assert {_outcome(df, step) for df in (BENIGN, HOSTILE)} == {"answered"}
+
+
+def test_a_category_compared_with_text_still_answers() -> None:
+    df = BENIGN.with_columns(c=pl.lit("a", dtype=pl.Categorical))
+    assert _outcome(df, (c("c") == "a") | (c("c") < c("s"))) == "answered"

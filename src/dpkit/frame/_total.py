@@ -306,6 +306,8 @@ class _Walk:
             kinds = set(self._kinds(sides))
             if kinds <= _INSTANTS | {"duration", "time", "null"} and "duration" in kinds:
                 return
+        if op in _COMPARISONS and set(self._kinds(sides)) <= {"cat", "str", "null"}:
+            return  # a category compared with text: Polars compares on every row
         self._alike(sides, f"the operator {op}", arithmetic=op not in _COMPARISONS)
 
     def _arguments(self, fn: Any, inputs: list[Any]) -> None:
