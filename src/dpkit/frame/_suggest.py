@@ -86,6 +86,8 @@ def suggest_bounds(
     if not 0.0 < q < 1.0:
         raise PrivacyParameterError("quantile must be in (0, 1), e.g. 0.9.")
     cap = _limit(upper)
+    if eps / 2.0 <= 0.0:  # each quantile's half is 0 in floating point: refuse before the charge
+        raise PrivacyParameterError("epsilon is too small to be split between two quantiles.")
     payer = _payer(table, accountant)  # a part of a parallel composition pays from its budget
     charge_release(payer, PureDPEvent(epsilon=eps), "suggest_bounds", rng=rng)  # before reading
     gen = as_generator(rng)
