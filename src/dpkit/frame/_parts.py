@@ -81,6 +81,15 @@ class Partitions(DisjointParts):
         position: Any = pl.lit(None, dtype=pl.Int64)
         for i in reversed(range(len(self._keys))):  # the first matching key wins
             position = pl.when(col.eq(pl.lit(self._keys[i]))).then(pl.lit(i)).otherwise(position)
+        # keys the column cannot be compared with fail on every row: refuse them now, before
+        # Accountant.parallel charges (from the column's type on an empty frame, not the data)
+        dtype = table.data.collect_schema()[column]
+        try:
+            pl.DataFrame(schema={column: dtype}).lazy().select(position).collect()
+        except Exception:
+            raise DataError(
+                "partition_by keys cannot be compared with the partition column's type."
+            ) from None
         lf = table.data.with_columns(position.alias(_PART))
         # each unit's part is a function of that unit's rows only (a window over its rows)
         self._data = lf.with_columns(pl.col(_PART).min().over(UNIT_ID).alias(_HOME))
