@@ -46,3 +46,29 @@ def test_infinite_and_fractional_categories_match_as_in_memory(spark: Any) -> No
             assert np.array_equal(codes.marginal((4,), [0]), want)
         finally:
             codes.release()
+
+
+@pytest.mark.parametrize("missing", ["drop", "raise"])
+def test_a_record_that_fails_the_job_is_refused_before_the_charge(spark: Any, missing: str) -> None:
+    """Under ``"drop"`` the encoded table was cached outside any guard: a record that makes the
+    input fail (here a lineage that raises on one value, as an ANSI cast of a bad string does)
+    escaped as Spark's own exception, whose message may quote the record; and a cache that did
+    not read the records left the failure to the first marginal, after the charge. Now every
+    record is encoded before the charge, and a failure is a DataError that charges nothing."""
+    from pyspark.sql import functions as f
+
+    from dpkit.accounting import ZCDP, Accountant
+    from dpkit.errors import DataError
+    from dpkit.release import Numeric, Synthesizer
+
+    df = spark.createDataFrame(pl.DataFrame({"x": [0.1, 0.5, 0.9, 7.0]}).to_arrow())
+    bad = df.select(
+        f.when(f.col("x") > 5, f.raise_error(f.lit("bad"))).otherwise(f.col("x")).alias("x")
+    )
+    syn = Synthesizer(
+        Domain({"x": Numeric(0, 1, bins=2)}), epsilon=1.0, delta=1e-6, method="independent"
+    )
+    acct = Accountant(ZCDP(rho=10.0))
+    with pytest.raises(DataError):
+        syn.fit(bad, accountant=acct, rng=0, missing=missing)
+    assert not acct.ledger

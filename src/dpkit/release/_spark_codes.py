@@ -155,4 +155,15 @@ def encode_spark(domain: Domain, df: Any, missing: Missing) -> SparkCodes:
     keep: Any = f.lit(True)
     for c in cols:
         keep = keep & (c >= f.lit(0))
-    return SparkCodes(codes.filter(keep).cache(), len(domain.names))
+    kept = codes.filter(keep)
+    try:
+        # Every record is encoded (and cached) now, before the fit charges: a record that makes
+        # the input fail (an ANSI cast of a bad string upstream, an unreadable file) fails here,
+        # uncharged and with Spark's message withheld, not in a marginal after the charge. The
+        # count itself is discarded (the number of records is private).
+        kept = kept.cache()
+        kept.count()
+    except Exception as exc:
+        kept.unpersist()
+        raise _failure(exc) from None
+    return SparkCodes(kept, len(domain.names))
