@@ -17,6 +17,10 @@ generator. A row of ``m`` hashed columns is encoded as ``m + 1`` unsigned 64-bit
   - null: ``0`` (and bit ``i`` of the last word is set);
   - boolean: ``0`` or ``1``;
   - integer (8 to 64 bits, signed or not): the value modulo ``2**64`` (two's complement);
+  - integer of 128 bits: ``lo = v mod 2**64`` where ``v`` fits in 64 bits (``hi = ⌊v / 2**64⌋``
+    is ``0``, or ``-1`` with ``lo ≥ 2**63`` when signed: the word of the same value as a 64-bit
+    integer), else ``lo XOR SipHash-2-4(hi mod 2**64)`` under the same key, so that values
+    beyond 64 bits hash without a failure and agree modulo ``2**64`` only by chance;
   - float (32 or 64 bits) and decimal: the IEEE 754 binary64 bits of the value as a float64,
     with ``-0.0`` written as ``+0.0`` and every NaN as ``0x7FF8000000000000``;
   - date: days since 1970-01-01; datetime and duration: microseconds (since 1970-01-01 UTC);
@@ -154,6 +158,27 @@ def _float_words(values: Any) -> U64:
     return bits
 
 
+def _wide_int_words(values: Any, key: tuple[int, int]) -> U64:
+    """A 128-bit integer column: no value may make a strict cast fail (a refusal that would
+    depend on one record, with Polars' message quoting it), and values beyond 64 bits keep
+    distinct words under a secret fold rather than colliding by their low half."""
+    pl = polars()
+    t = values.dtype
+    word = pl.lit(1 << 64, dtype=t)
+    frame = values.fill_null(0).alias("v").to_frame()
+    lo_hi = frame.select(
+        (pl.col("v") % word).cast(pl.UInt64).alias("lo"),
+        (pl.col("v") // word).cast(pl.Int64 if t == pl.Int128 else pl.UInt64).alias("hi"),
+    )
+    lo = lo_hi["lo"].to_numpy().astype(np.uint64)
+    hi = lo_hi["hi"].to_numpy()
+    hi_words = hi.astype(np.int64).view(np.uint64) if t == pl.Int128 else hi.astype(np.uint64)
+    # the value fits in 64 bits exactly when hi is the sign extension of lo (0 when unsigned)
+    fits = hi == (lo.view(np.int64) >> 63) if t == pl.Int128 else hi_words == 0
+    fold = siphash24_words(key, [hi_words])
+    return np.where(fits, lo, lo ^ fold)  # type: ignore[no-any-return]
+
+
 def _int_words(values: Any) -> U64:
     pl = polars()
     if values.dtype == pl.UInt64:
@@ -166,6 +191,8 @@ def column_words(values: Any, key: tuple[int, int]) -> U64:
     """The words ``w_i`` of one column (a Polars Series), per the module's specification."""
     pl = polars()
     t = values.dtype
+    if t in (pl.Int128, getattr(pl, "UInt128", pl.Int128)):
+        return _wide_int_words(values, key)
     if t == pl.Boolean or t.is_integer():
         return _int_words(values)
     if t.is_float() or t.is_decimal():

@@ -103,10 +103,13 @@ def _categorical(f: Any, x: Any, col: Categorical, dtype: Any, name: str) -> Any
         for i, c in enumerate(col.categories):
             if not isinstance(c, numbers.Real) or (isinstance(c, float) and math.isnan(c)):
                 continue
-            if integral and not float(c).is_integer():
-                continue  # an integer never equals 1.5
-            exact = int(c) if isinstance(c, int) else int(float(c))
-            lit = f.lit(exact) if integral else f.lit(float(c))
+            # Python compares a number with a category exactly (2**53 != 2**53 + 1): a category
+            # that no long (no double) equals exactly matches no record, as in memory.
+            if integral and (not math.isfinite(c) or c != math.trunc(c)):
+                continue  # an integer never equals 1.5 or inf
+            if not integral and float(c) != c:
+                continue  # 2**53 + 1, 1/3 as a Fraction: no double equals it
+            lit = f.lit(math.trunc(c)) if integral else f.lit(float(c))
             matches.append((i, v == lit))
     else:
         raise DataError(
@@ -152,4 +155,15 @@ def encode_spark(domain: Domain, df: Any, missing: Missing) -> SparkCodes:
     keep: Any = f.lit(True)
     for c in cols:
         keep = keep & (c >= f.lit(0))
-    return SparkCodes(codes.filter(keep).cache(), len(domain.names))
+    kept = codes.filter(keep)
+    try:
+        # Every record is encoded (and cached) now, before the fit charges: a record that makes
+        # the input fail (an ANSI cast of a bad string upstream, an unreadable file) fails here,
+        # uncharged and with Spark's message withheld, not in a marginal after the charge. The
+        # count itself is discarded (the number of records is private).
+        kept = kept.cache()
+        kept.count()
+    except Exception as exc:
+        kept.unpersist()
+        raise _failure(exc) from None
+    return SparkCodes(kept, len(domain.names))
