@@ -276,6 +276,13 @@ def _for_query(
     if keep is not None and not (0.0 < float(keep[1]) < 1.0 and int(keep[0]) >= 1):
         raise PrivacyParameterError("keep must be (units >= 1, probability in (0, 1)).")
     targets = half_width if isinstance(half_width, Mapping) else None
+    if targets is not None:
+        # each column's target is checked as the single one is: a negative one would be "met"
+        # by every cell (cell / target ≤ 1) and return the smallest ε; NaN never, searching to
+        # the largest; 0 divides by zero
+        if not targets:
+            raise PrivacyParameterError("give at least one target half-width.")
+        targets = {k: _target(v, None, None) for k, v in targets.items()}
     flat = None if targets is not None else _target(float(half_width), None, None)  # type: ignore[arg-type]
 
     def worst(p: float) -> float:
