@@ -52,7 +52,7 @@ def _served(schema: DatasetSchema, params: dict[str, Any]) -> Any:
 
 def test_group_by_protects_a_person_with_several_rows() -> None:
     schema = _schema("user")
-    params = {"by": ["region"], "max_rows": 4, "epsilon": EPS}
+    params = {"by": ["region"], "max_groups": 1, "max_rows": 4, "epsilon": EPS}
     res = epsilon_lower_bound(_served(schema, params), *_pair(schema), trials=TRIALS, rng=1)
     assert res.epsilon <= EPS, res
 
@@ -75,7 +75,7 @@ def test_seeded_answers_match_the_exact_bounded_values(seed: int) -> None:
     region = np.repeat(gen.integers(0, 3, 300), 5).astype(np.float64)  # 2 is (other)
     x = np.repeat(gen.uniform(0, 1, 300), 5)
     table = Table(schema, {"user": users, "region": region, "x": x})
-    params = {"by": ["region"], "max_rows": 2, "epsilon": 2.0,
+    params = {"by": ["region"], "max_groups": 1, "max_rows": 2, "epsilon": 2.0,
               "aggregations": [{"stat": "count"}, {"stat": "sum", "column": "x"},
                                {"stat": "count_units"}]}  # fmt: skip
     prepared = default_registry().prepare("group_by", params, schema, dummy_table(schema, 60))

@@ -35,8 +35,14 @@ BASE = "".join(
 def _curator(tmp: Path, rows: str, columns: list[dict[str, Any]] = COLUMNS) -> Curator:
     (tmp / "imp").mkdir(parents=True)
     (tmp / "imp" / "t.csv").write_text(HEADER + rows)
+    # pricing may take longer than the service's 10 s default on a loaded machine; the test
+    # compares outcomes on neighbouring datasets, not how long pricing takes
     cfg = ServerConfig(
-        ledger=str(tmp / "l.db"), data_dir=tmp / "data", import_dir=tmp / "imp", insecure_seed=3
+        ledger=str(tmp / "l.db"),
+        data_dir=tmp / "data",
+        import_dir=tmp / "imp",
+        insecure_seed=3,
+        max_pricing_seconds=120.0,
     )
     cur = Curator(cfg)
     cur.start()
