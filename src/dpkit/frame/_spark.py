@@ -21,6 +21,7 @@ from dpkit.frame._calibrate import Bounding, NoisePlan
 from dpkit.frame._engine import polars
 from dpkit.frame._pipeline import ALL, OCC, ROWS, UNITS, WEIGHT, G, H, Layout, prepare
 from dpkit.frame._selection import weights
+from dpkit.stats._spark import failure_name
 
 __all__ = ["spark_refuse_missing", "spark_schema_check", "spark_totals"]
 
@@ -79,21 +80,6 @@ def _prepare_batches(
     return run
 
 
-def _failure_name(exc: BaseException) -> str:
-    """The failure's class and Spark error condition: names only, never Spark's message (an
-    executor's message can quote the offending row)."""
-    parts = [type(exc).__name__]
-    try:
-        condition = exc.getCondition() if hasattr(exc, "getCondition") else None
-        if condition is None and hasattr(exc, "java_exception"):  # a raw Py4JJavaError
-            condition = exc.java_exception.getClass().getName()
-    except Exception:  # the JVM may be gone: the Python class name is enough
-        condition = None
-    if isinstance(condition, str) and condition:
-        parts.append(condition)
-    return ", ".join(parts)
-
-
 def spark_totals(
     df: Any,
     own_unit: bool,
@@ -115,7 +101,7 @@ def spark_totals(
         raise
     except Exception as exc:
         raise DataError(
-            f"the Spark job computing the bounded aggregates failed ({_failure_name(exc)}); "
+            f"the Spark job computing the bounded aggregates failed ({failure_name(exc)}); "
             "nothing was released or charged. Check that the input is readable and that its "
             "transformations run (Spark's own message is not repeated: it may quote data)."
         ) from None
@@ -235,7 +221,7 @@ def spark_refuse_missing(df: Any, values: Sequence[str]) -> None:
         found = df.filter(bad).limit(1).count()
     except Exception as exc:
         raise DataError(
-            f"the Spark job checking for missing values failed ({_failure_name(exc)}); nothing "
+            f"the Spark job checking for missing values failed ({failure_name(exc)}); nothing "
             "was released or charged."
         ) from None
     if found:
