@@ -22,10 +22,12 @@ from dpkit.errors import DataError
 __all__ = [
     "Aggregation",
     "Measure",
+    "check_output_names",
     "count",
     "count_units",
     "histogram",
     "mean",
+    "output_names",
     "quantiles",
     "std",
     "sum",
@@ -319,3 +321,28 @@ def histogram(column: str, *, bins: Sequence[float], alias: str | None = None) -
     return Aggregation(
         "histogram", c, None, _alias(alias, f"hist_{c}"), edges=tuple(float(v) for v in e)
     )
+
+
+def output_names(agg: Aggregation) -> set[str]:
+    """The columns ``finish`` writes for ``agg`` (an estimate and its ``_lo``/``_hi``)."""
+    if agg.stat == "histogram":
+        heads = [f"{agg.alias}_{i}" for i in range(len(agg.edges) - 1)]
+    elif agg.stat == "quantiles":
+        heads = [f"{agg.alias}_{q:g}" for q in agg.qs]
+    else:
+        heads = [agg.alias]
+    return {f"{h}{end}" for h in heads for end in ("", "_lo", "_hi")}
+
+
+def check_output_names(by: Sequence[str], aggs: Sequence[Aggregation]) -> None:
+    """Refuse (before anything is charged) output columns that would overwrite one another:
+    a key column named like an estimate, or an alias equal to another's ``_lo``/``_hi``."""
+    seen = set(by)
+    for a in aggs:
+        names = output_names(a)
+        if names & seen:
+            raise DataError(
+                f"aggregation {a.alias!r} would write column(s) {sorted(names & seen)} that "
+                "another output column (a key or another aggregation) already has; use alias=."
+            )
+        seen |= names

@@ -9,7 +9,7 @@ from typing import Any
 from dpkit._checks import check_delta, check_epsilon, check_probability
 from dpkit._missing import missing_error
 from dpkit.errors import DataError, PrivacyParameterError
-from dpkit.frame._aggs import Aggregation, Measure
+from dpkit.frame._aggs import Aggregation, Measure, check_output_names
 from dpkit.frame._calibrate import Bounding, NoisePlan, noise_plan, zcdp_plan
 from dpkit.frame._engine import as_lazy, polars
 from dpkit.frame._explain import Explanation, FrameRelease
@@ -18,7 +18,7 @@ from dpkit.frame._partition import combine, unit_partition
 from dpkit.frame._pipeline import ALL, ROWS, Layout, bound, missing_rows, prepare
 from dpkit.frame._selection import key_selection
 from dpkit.frame._spark import spark_refuse_missing, spark_schema_check, spark_totals
-from dpkit.frame._table import RESERVED, UNIT_ID, Table, check_unreserved, schema_names
+from dpkit.frame._table import RESERVED, UNIT_ID, Table, check_unreserved, payer, schema_names
 from dpkit.mechanisms._base import SupportsCharge, charge
 from dpkit.random import RNGLike, as_generator
 
@@ -29,31 +29,6 @@ def positive_int(value: object, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < 1:
         raise PrivacyParameterError(f"{name} must be a positive int, got {value!r}.")
     return int(value)
-
-
-def _output_names(agg: Aggregation) -> set[str]:
-    """The columns ``finish`` writes for ``agg`` (an estimate and its ``_lo``/``_hi``)."""
-    if agg.stat == "histogram":
-        heads = [f"{agg.alias}_{i}" for i in range(len(agg.edges) - 1)]
-    elif agg.stat == "quantiles":
-        heads = [f"{agg.alias}_{q:g}" for q in agg.qs]
-    else:
-        heads = [agg.alias]
-    return {f"{h}{end}" for h in heads for end in ("", "_lo", "_hi")}
-
-
-def _check_output_names(by: Sequence[str], aggs: Sequence[Aggregation]) -> None:
-    """Refuse (before anything is charged) output columns that would overwrite one another:
-    a key column named like an estimate, or an alias equal to another's ``_lo``/``_hi``."""
-    seen = set(by)
-    for a in aggs:
-        names = _output_names(a)
-        if names & seen:
-            raise DataError(
-                f"aggregation {a.alias!r} would write column(s) {sorted(names & seen)} that "
-                "another output column (a key or another aggregation) already has; use alias=."
-            )
-        seen |= names
 
 
 _MAX_GROUP_ROWS = 1 << 32  # per-row integers are within ±2^30: sums stay within ±2^62
@@ -69,18 +44,6 @@ def _no_overflow(totals: Any, buckets: Any) -> tuple[Any, Any]:
             "cannot hold it. Group by finer keys or use smaller contribution bounds."
         )
     return totals, buckets
-
-
-def _payer(table: Table, accountant: SupportsCharge | None) -> SupportsCharge | None:
-    """Who pays a release: a part of a parallel composition pays from its own budget only."""
-    if table.accountant is None:
-        return accountant
-    if accountant is not None and accountant is not table.accountant:
-        raise PrivacyParameterError(
-            "this query is a part of a parallel composition (Accountant.parallel): its releases "
-            "are paid from the part's budget; pass no accountant=."
-        )
-    return table.accountant  # type: ignore[no-any-return]
 
 
 class GroupBy:
@@ -130,7 +93,7 @@ class GroupedQuery:
         names = [a.alias for a in aggs]
         if len(set(names)) != len(names):
             raise DataError(f"aggregation names must be unique, got {names}; use alias=.")
-        _check_output_names(by, aggs)
+        check_output_names(by, aggs)
         # the identity column is the bounding's, not a key or a value
         check_unreserved([*by, *(c for a in aggs for c in a.columns)], "the keys and aggregations")
         self._aggs = aggs
@@ -474,7 +437,7 @@ class GroupedQuery:
         """
         a = check_probability(alpha, "alpha")
         parts = positive_int(partitions, "partitions")
-        accountant = _payer(self._table, accountant)
+        accountant = payer(self._table, accountant)
         explanation = self.explain(
             epsilon=epsilon, delta=delta, noise=noise, selection=selection,
             selection_share=selection_share, rho=rho,

@@ -22,8 +22,7 @@ from dpkit.accounting import PureDPEvent
 from dpkit.accounting._charge import SupportsCharge, charge_release
 from dpkit.errors import DataError, PrivacyParameterError
 from dpkit.frame._engine import polars
-from dpkit.frame._grouped import _payer
-from dpkit.frame._table import UNIT_ID, Table, check_unreserved, schema_names
+from dpkit.frame._table import UNIT_ID, Table, check_unreserved, payer, schema_names
 from dpkit.random import RNGLike, as_generator
 from dpkit.stats import quantile
 
@@ -88,8 +87,8 @@ def suggest_bounds(
     cap = _limit(upper)
     if eps / 2.0 <= 0.0:  # each quantile's half is 0 in floating point: refuse before the charge
         raise PrivacyParameterError("epsilon is too small to be split between two quantiles.")
-    payer = _payer(table, accountant)  # a part of a parallel composition pays from its budget
-    charge_release(payer, PureDPEvent(epsilon=eps), "suggest_bounds", rng=rng)  # before reading
+    who = payer(table, accountant)  # a part of a parallel composition pays from its budget
+    charge_release(who, PureDPEvent(epsilon=eps), "suggest_bounds", rng=rng)  # before reading
     gen = as_generator(rng)
     pl = polars()
     lf = table.data.filter(pl.col(UNIT_ID).is_not_null())

@@ -22,8 +22,9 @@ from typing import Any
 
 from dpkit._missing import Missing
 from dpkit.accounting import Neighbouring
-from dpkit.errors import DataError
+from dpkit.errors import DataError, PrivacyParameterError
 from dpkit.frame._engine import as_lazy, is_spark, polars
+from dpkit.mechanisms._base import SupportsCharge
 
 __all__ = [
     "RESERVED",
@@ -32,6 +33,7 @@ __all__ = [
     "check_rowwise",
     "check_unnamed",
     "check_unreserved",
+    "payer",
     "schema_names",
     "table",
 ]
@@ -189,3 +191,15 @@ def table(
     return Table(
         frame, unit, neighbouring, repl, spark, missing, source=frame, pandas=kind == "pandas"
     )
+
+
+def payer(table: Table, accountant: SupportsCharge | None) -> SupportsCharge | None:
+    """Who pays a release: a part of a parallel composition pays from its own budget only."""
+    if table.accountant is None:
+        return accountant
+    if accountant is not None and accountant is not table.accountant:
+        raise PrivacyParameterError(
+            "this query is a part of a parallel composition (Accountant.parallel): its releases "
+            "are paid from the part's budget; pass no accountant=."
+        )
+    return table.accountant  # type: ignore[no-any-return]

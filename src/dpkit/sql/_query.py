@@ -12,8 +12,8 @@ from dpkit._checks import check_delta, check_epsilon
 from dpkit.accounting import Event
 from dpkit.errors import DataError, PrivacyParameterError, QueryRefusedError
 from dpkit.frame import Explanation, GroupedQuery, Query
+from dpkit.frame._aggs import output_names
 from dpkit.frame._engine import as_lazy, polars
-from dpkit.frame._grouped import _output_names
 from dpkit.mechanisms._base import SupportsCharge
 from dpkit.random import RNGLike
 from dpkit.sql._catalog import Catalog, Table
@@ -316,7 +316,7 @@ class SQLQuery:
             cols: dict[str, Any] = {k: pl.Series(k, [], dtype=schema[k]) for k in c.keys}
         except Exception:
             return  # the frame's own checks report it, before any charge
-        for name in sorted(n for a in c.aggs for n in _output_names(a)):
+        for name in sorted(n for a in c.aggs for n in output_names(a)):
             cols[name] = pl.Series(name, [], dtype=pl.Float64)
         try:
             self._finish(pl.DataFrame(cols))
