@@ -31,7 +31,7 @@ system-deps:
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
 
 pytest: $(VENV)/.installed system-deps
-	$(PY) -m pytest -W error --durations=25
+	$(PY) -m pytest -W error -n 2 --dist loadfile --durations=25
 
 # The site (API reference from the docstrings) must build without a warning; the notebooks under
 # docs/notebooks/ are executed by tests/docs/test_notebooks.py, which `pytest` runs.
