@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -97,8 +98,8 @@ def _interval(rel: st.Release, alpha: float) -> tuple[Any, Any] | None:
 
 
 def _jsonable(v: Any) -> Any:
-    if type(v) is float:
-        return v
+    if type(v) is float or type(v) is int:
+        return v  # an integral release (a count) stays an integer
     if isinstance(v, np.ndarray) and v.dtype.kind == "i":
         return [int(t) for t in v.ravel()]  # integer counts (a histogram) stay integers
     arr = np.asarray(v, dtype=np.float64)
@@ -107,6 +108,14 @@ def _jsonable(v: Any) -> Any:
 
 def _answer(rel: st.Release, alpha: float, labels: tuple[str, ...] | None = None) -> Answer:
     return Answer(_jsonable(rel.value), _interval(rel, alpha), labels)
+
+
+def _expected_n(params: Mapping[str, Any]) -> int | None:
+    """The request's ``expected_n``: a public guess of the number of rows, read only by the dry
+    run's accuracy of statistics whose interval depends on the (private) count."""
+    if "expected_n" not in params:
+        return None
+    return integer(params["expected_n"], "expected_n", low=1, high=2**53)
 
 
 def _privacy(params: Mapping[str, Any], pure: bool = False) -> tuple[float, float, float]:
@@ -131,10 +140,11 @@ def _count(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
 
 def _univariate(fn: Callable[..., st.Release], name: str) -> Any:
     def prepare(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
-        check_keys(params, _PRIVACY | {"column", "bounds", "ddof"})
+        check_keys(params, _PRIVACY | {"column", "bounds", "ddof", "expected_n"})
         eps, dlt, alpha = _privacy(params)
         col = _numeric(schema, params.get("column"))
         bounds = _bounds(params, col)
+        guess = _expected_n(params)
         kw: dict[str, Any] = {}
         if "ddof" in params:
             kw["ddof"] = integer(params["ddof"], "ddof", low=0, high=1)
@@ -151,7 +161,15 @@ def _univariate(fn: Callable[..., st.Release], name: str) -> Any:
             )
             return _answer(rel, alpha)
 
-        return Prepared(name, eps, dlt, compute)
+        def accuracy() -> float | None:
+            # a worst-case bound over the data, at the public guess of the number of rows
+            if guess is None:
+                return None
+            kw_acc = {"bounds": bounds, "expected_n": guess, "alpha": alpha, **kw}
+            w = st.accuracy(name, epsilon=eps, delta=dlt, **kw_acc)
+            return w if math.isfinite(w) else None  # the noisy count may vanish: no bound
+
+        return Prepared(name, eps, dlt, compute, accuracy=accuracy)
 
     return prepare
 
@@ -187,10 +205,11 @@ def _summed(steps_of: Callable[..., SumSteps | MeanSteps], name: str) -> Any:
     """
 
     def prepare(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
-        check_keys(params, _PRIVACY | {"column", "bounds"})
+        check_keys(params, _PRIVACY | {"column", "bounds", "expected_n"})
         eps, dlt, alpha = _privacy(params)
         col = _numeric(schema, params.get("column"))
         bounds = _bounds(params, col)
+        guess = _expected_n(params)
         # made at the first computation (the pricing probe), after the registry's own checks
         steps = functools.cache(lambda: steps_of(bounds, eps, dlt))
         key = _clamped_key(col.name, bounds)
@@ -201,8 +220,10 @@ def _summed(steps_of: Callable[..., SumSteps | MeanSteps], name: str) -> Any:
 
         def accuracy() -> float | None:
             steps_made = steps()
-            # a mean's interval depends on its noisy count when n is not public
-            return steps_made.accuracy(alpha) if isinstance(steps_made, SumSteps) else None
+            if isinstance(steps_made, SumSteps):
+                return steps_made.accuracy(alpha)
+            # a mean's interval depends on its noisy count: given at the public guess of it
+            return None if guess is None else steps_made.accuracy(alpha, expected_n=guess)
 
         # Quick once the exact sum is remembered; the first one on new bounds reads the column.
         return Prepared(name, eps, dlt, compute, quick=lambda t: t.memo.peek(key) is not None,
@@ -213,8 +234,9 @@ def _summed(steps_of: Callable[..., SumSteps | MeanSteps], name: str) -> Any:
 
 def _bivariate(fn: Callable[..., st.Release], name: str) -> Any:
     def prepare(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
-        check_keys(params, _PRIVACY | {"columns", "bounds"})
+        check_keys(params, _PRIVACY | {"columns", "bounds", "expected_n"})
         eps, dlt, alpha = _privacy(params)
+        guess = _expected_n(params)
         cols = params.get("columns")
         if not isinstance(cols, list) or len(cols) != 2:
             raise DataError(f"{name} needs columns = [first, second].")
@@ -232,7 +254,16 @@ def _bivariate(fn: Callable[..., st.Release], name: str) -> Any:
             rel = fn(x, y, bounds=bounds, epsilon=eps, delta=dlt, accountant=meter, rng=rng)
             return _answer(rel, alpha)
 
-        return Prepared(name, eps, dlt, compute)
+        def accuracy() -> float | None:
+            # cov: a worst-case bound at the guessed number of rows; corr has none (its error
+            # depends on the data's private variances)
+            if name != "cov" or guess is None:
+                return None
+            w = st.accuracy("cov", bounds=bounds, epsilon=eps, delta=dlt, expected_n=guess,
+                            alpha=alpha)  # fmt: skip
+            return w if math.isfinite(w) else None
+
+        return Prepared(name, eps, dlt, compute, accuracy=accuracy)
 
     return prepare
 
@@ -253,7 +284,12 @@ def _quantiles(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
         )
         return _answer(rel, alpha)
 
-    return Prepared("quantiles", eps, 0.0, compute)
+    def accuracy() -> dict[str, float]:
+        # a rank error, in rows (the exponential mechanism's utility bound), not a value's
+        t = st.accuracy("quantile", q=qs, bounds=bounds, epsilon=eps, alpha=alpha)
+        return {"rank": t}
+
+    return Prepared("quantiles", eps, 0.0, compute, accuracy=accuracy)
 
 
 def _histogram(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
