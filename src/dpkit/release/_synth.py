@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import importlib
-import math
 import itertools
+import math
 import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
