@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 import dpkit.stats as st
-from dpkit.errors import DataError, DPKitError
+from dpkit.accounting._compose import epsilon_of
+from dpkit.errors import DataError, DPKitError, PrivacyParameterError
 from dpkit.server._numbers import integer, privacy, real
 from dpkit.server._registry import Answer, Meter, Prepared, QueryRegistry, check_keys
 from dpkit.server._schema import Column, DatasetSchema, Table
@@ -31,6 +32,8 @@ from dpkit.stats._aggregate import (
     mean_steps,
     sum_steps,
 )
+from dpkit.stats._histogram import histogram_noise
+from dpkit.stats._noisy import Part, plan
 
 __all__ = ["clamped", "stats_registry"]
 
@@ -123,17 +126,54 @@ def _privacy(params: Mapping[str, Any], pure: bool = False) -> tuple[float, floa
     return eps, dlt, _alpha(params)
 
 
+def _rho(params: Mapping[str, Any]) -> float | None:
+    """The request's zCDP budget ``rho`` (discrete Gaussian noise), or ``None``.
+
+    With ``rho`` the request gives no ``epsilon`` and a ``delta`` > 0: the ledger keeps (ε, δ)
+    budgets, so the answer is paid as the library's :class:`~dpkit.accounting.Accountant` with
+    an (ε, δ) budget pays a ρ release, ``(ε(δ), δ)`` from the exact privacy curve of the noise
+    it draws (:func:`_rho_price`).
+    """
+    if "rho" not in params:
+        return None
+    if "epsilon" in params:
+        raise PrivacyParameterError("give epsilon or rho, not both.")
+    return real(params["rho"], "rho", low=0, low_open=True, error=PrivacyParameterError,
+                hint=" (ρ > 0, e.g. 0.1)")  # fmt: skip
+
+
+def _rho_price(params: Mapping[str, Any], event: Any) -> tuple[float, float]:
+    """The (ε, δ) a ρ release is charged: ε(δ) of its event at the request's δ (> 0),
+    a hair above so that the meter's exact recomputation fits."""
+    dlt = real(
+        params.get("delta"), "delta", low=0, high=1, low_open=True, high_open=True,
+        error=PrivacyParameterError, hint=" (with rho: the δ at which the ledger pays it)",
+    )  # fmt: skip
+    eps = float(epsilon_of(event, delta=dlt))
+    if not math.isfinite(eps):
+        raise PrivacyParameterError("this rho has no finite epsilon at this delta.")
+    return eps * (1.0 + 1e-9), dlt
+
+
 def _count(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
-    check_keys(params, _PRIVACY)
-    eps, dlt, alpha = _privacy(params)
+    check_keys(params, _PRIVACY | {"rho"})
+    r = _rho(params)
+    if r is None:
+        eps, dlt, alpha = _privacy(params)
+        kw: dict[str, Any] = {"epsilon": eps, "delta": dlt}
+    else:
+        alpha = _alpha(params)
+        event = plan([Part("count", 0, 1)], epsilon=0.0, delta=0.0, rho=r).event
+        eps, dlt = _rho_price(params, event)
+        kw = {"rho": r}
     first = schema.columns[0].name
 
     def compute(t: Table, rng: Any, meter: Meter) -> Answer:
-        rel = st.count(t.columns[first], epsilon=eps, delta=dlt, accountant=meter, rng=rng)
+        rel = st.count(t.columns[first], accountant=meter, rng=rng, **kw)
         return _answer(rel, alpha)
 
     def accuracy() -> float:
-        return st.accuracy("count", epsilon=eps, delta=dlt, alpha=alpha)
+        return st.accuracy("count", alpha=alpha, **kw)
 
     return Prepared("count", eps, dlt, compute, accuracy=accuracy)
 
@@ -205,13 +245,21 @@ def _summed(steps_of: Callable[..., SumSteps | MeanSteps], name: str) -> Any:
     """
 
     def prepare(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
-        check_keys(params, _PRIVACY | {"column", "bounds", "expected_n"})
-        eps, dlt, alpha = _privacy(params)
+        check_keys(params, _PRIVACY | {"column", "bounds", "expected_n", "rho"})
+        r = _rho(params)
         col = _numeric(schema, params.get("column"))
         bounds = _bounds(params, col)
         guess = _expected_n(params)
-        # made at the first computation (the pricing probe), after the registry's own checks
-        steps = functools.cache(lambda: steps_of(bounds, eps, dlt))
+        if r is None:
+            eps, dlt, alpha = _privacy(params)
+            # made at the first computation (the pricing probe), after the registry's own checks
+            steps = functools.cache(lambda: steps_of(bounds, eps, dlt))
+        else:
+            # the event of a ρ release is needed for its price: its steps are made now
+            alpha = _alpha(params)
+            made = steps_of(bounds, 0.0, 0.0, rho=r)
+            eps, dlt = _rho_price(params, made.plan.event)
+            steps = functools.cache(lambda: made)
         key = _clamped_key(col.name, bounds)
 
         def compute(t: Table, rng: Any, meter: Meter) -> Answer:
@@ -293,8 +341,15 @@ def _quantiles(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
 
 
 def _histogram(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
-    check_keys(params, _PRIVACY | {"column", "bins"})
-    eps, dlt, alpha = _privacy(params)
+    check_keys(params, _PRIVACY | {"column", "bins", "rho"})
+    r = _rho(params)
+    if r is None:
+        eps, dlt, alpha = _privacy(params)
+        kw: dict[str, Any] = {"epsilon": eps, "delta": dlt}
+    else:
+        alpha = _alpha(params)
+        eps, dlt = _rho_price(params, histogram_noise(0.0, 0.0, False, r)[1])
+        kw = {"rho": r}
     col = schema.column(params.get("column"))
     bins = params.get("bins", 10)
     if col.type == "local":
@@ -321,11 +376,11 @@ def _histogram(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
 
     def compute(t: Table, rng: Any, meter: Meter) -> Answer:
         x = t.columns[col.name]
-        rel = st.histogram(x, bins=edges, epsilon=eps, delta=dlt, accountant=meter, rng=rng)
+        rel = st.histogram(x, bins=edges, accountant=meter, rng=rng, **kw)
         return _answer(rel, alpha, labels)
 
     def accuracy() -> float:
-        return st.accuracy("histogram", epsilon=eps, delta=dlt, alpha=alpha)
+        return st.accuracy("histogram", alpha=alpha, **kw)
 
     return Prepared("histogram", eps, dlt, compute, accuracy=accuracy)
 
