@@ -9,9 +9,9 @@ A variance or standard deviation at a stated group size gets a bound on its erro
 every group of that size (worst case over the group's private mean, as
 ``dpkit.stats.accuracy`` gives for ``var``).
 
-Quantile cells have none: the tree's walk-down reads a leaf whose error in rank is bounded by the
-noisy prefix counts, but its error in value, and the rank error within the chosen leaf, depend on
-how many rows one leaf holds, which is private; their released ``_lo``/``_hi`` interval covers.
+Quantile cells get a rank error at leaf resolution (``{name}_rank``, in rows, see
+:func:`_tree_rank_error`): their error in value depends on how densely the rows fill the leaves,
+which is private.
 """
 
 from __future__ import annotations
@@ -63,6 +63,26 @@ def _var_bound(plan: NoisePlan, agg: Aggregation, alpha: float, n: float) -> flo
     return math.sqrt(w) if agg.stat == "std" else w
 
 
+def _tree_rank_error(plan: NoisePlan, agg: Aggregation, alpha: float, q: float) -> float:
+    """Rows of rank error of a tree quantile, at leaf resolution, with probability ``1 − alpha``.
+
+    Every node of the tree (``B + B² + … + B^L`` of them) is within ``h`` of its exact count at
+    ``alpha`` over all of them (Bonferroni); clipping a noisy count at 0 keeps it within ``h``.
+    :func:`~dpkit.frame._finish._tree_quantiles` walks down carrying the rank still to find:
+    at the root it is ``q·N̂`` (``|N̂ − N| ≤ Bh``); choosing a child misreads the rows before
+    it by at most ``(B − 1)h``; rescaling the rank into the child's own children, whose sum is
+    within ``(B + 1)h`` of the child's noisy count, moves it by at most that (the share is at
+    most 1). So the exact rank ``q·N`` lies between the released leaf's first row minus ``E``
+    and its last row plus ``E``, with ``E = (qB + (B − 1)L + (B + 1)(L − 1) + 1)·h`` (the last
+    ``h``: the chosen leaf's own noisy count). A walk that meets an empty node keeps its share:
+    the same bound holds (its children's noisy counts are within ``h`` of counts below ``h``).
+    """
+    b, levels = agg.branching, agg.levels
+    nodes = sum(b ** (k + 1) for k in range(levels))
+    h = plan.of(agg.measures()[0]).half_width(alpha / nodes)
+    return (q * b + (b - 1) * levels + (b + 1) * (levels - 1) + 1) * h
+
+
 def cell_accuracy(
     plan: NoisePlan,
     aggs: Sequence[Aggregation],
@@ -75,7 +95,8 @@ def cell_accuracy(
     Counts, distinct units, sums and histogram bins are exact. A mean's interval depends on
     its noisy count: it is given at ``expected_n`` rows per group (a public guess), and left
     out without one; variances and standard deviations get a worst-case bound at
-    ``expected_n`` rows (:func:`_var_bound`), and quantiles none (module notes).
+    ``expected_n`` rows (:func:`_var_bound`), and quantiles a rank error in rows under
+    ``{name}_rank`` (:func:`_tree_rank_error`).
     """
     out: dict[str, float] = {}
     for agg in aggs:
@@ -90,6 +111,9 @@ def cell_accuracy(
             out[agg.alias] = _mean_half_width(plan, agg, alpha, float(expected_n))
         elif agg.stat in ("var", "std") and expected_n is not None:
             out[agg.alias] = _var_bound(plan, agg, alpha, float(expected_n))
+        elif agg.stat == "quantiles":
+            for q in agg.qs:
+                out[f"{agg.alias}_{q:g}_rank"] = _tree_rank_error(plan, agg, alpha, q)
     return out
 
 

@@ -40,9 +40,10 @@ class Explanation:
         ``expected_n`` (a public guess of the rows per group) to see it at that size. With
         ``expected_n``, variances and standard deviations get a bound on ``|released − exact|``
         that holds with probability ``1 − alpha`` for every group of that size (worst case over
-        its mean: conservative). Quantiles are left out: their error depends on how many rows a
-        leaf of their tree holds (private); their released ``_lo``/``_hi`` cover. Public
-        parameters only; charges nothing.
+        its mean: conservative). A quantile ``{name}`` gets ``{name}_rank``: a rank error in
+        rows, at the resolution of its tree's leaves (the exact ``q·n``-th row lies within that
+        many rows of the released leaf); its error in value depends on how densely the rows
+        fill the leaves (private). Public parameters only; charges nothing.
         """
         return cell_accuracy(self.plan, self.aggs, check_alpha(alpha), expected_n)
 
