@@ -119,3 +119,13 @@ def test_refusals(statistic, kw):
         st.accuracy(statistic, epsilon=1.0, **kw)
     with pytest.raises(PrivacyParameterError):
         st.accuracy("median", rho=0.5, bounds=(0, 1))
+
+
+def test_the_planner_meets_a_var_bound_and_a_rank_error() -> None:
+    from dpkit import plan
+
+    eps = plan.epsilon_for("var", bounds=(0, 10), n=10_000, half_width=0.1)
+    assert st.accuracy("var", bounds=(0, 10), n=10_000, epsilon=eps) <= 0.1
+    assert st.accuracy("var", bounds=(0, 10), n=10_000, epsilon=eps * 0.99) > 0.1
+    eps = plan.epsilon_for("median", bounds=(0, 10), half_width=50.0)  # records of rank error
+    assert st.accuracy("median", bounds=(0, 10), epsilon=eps) <= 50.0
