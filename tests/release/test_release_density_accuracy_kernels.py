@@ -69,3 +69,10 @@ def test_kde_pointwise_and_uniform_half_widths_cover() -> None:
     assert float(np.mean(np.max(np.abs(err), axis=1) <= sup)) >= 1 - ALPHA - _band(m)
     # not vacuous: the pointwise bound is a sub-Gaussian tail, ≈ 2.45/1.645 of the 90% quantile
     assert float(np.quantile(np.abs(err), 1 - ALPHA)) >= 0.5 * point
+
+
+def test_histogram_density_releases_its_counts_as_integers() -> None:
+    from dpkit.release import histogram_density
+
+    r = histogram_density(X, bounds=(0, 1), epsilon=1.0, bins=8, rng=seeded(1))
+    assert r.raw.dtype == np.int64 and r.raw.shape == (8,)
