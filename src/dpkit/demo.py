@@ -81,6 +81,12 @@ def _chocolate(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray
 def _chocolate_stats() -> None:
     print("\n== McSherry's (2016) chocolate example, 1,000 people, epsilon 0.1 each ==")
     t, like = _chocolate(1000, np.random.default_rng(SEED))
+    # planned before the release, from public parameters (1,000 people is a public guess here)
+    plans = {
+        "count": st.accuracy("count", epsilon=0.1),
+        "mean": st.accuracy("mean", bounds=(-1, 1), epsilon=0.1, expected_n=1000),
+        "std": st.accuracy("std", bounds=(-1, 1), epsilon=0.1, expected_n=1000),
+    }
     for name, rel, exact in (
         ("count", st.count(like, epsilon=0.1, rng=SEED), like.size),
         ("mean", st.mean(like, bounds=(-1, 1), epsilon=0.1, rng=SEED), like.mean()),
@@ -94,16 +100,20 @@ def _chocolate_stats() -> None:
         lo, hi = rel.ci(0.05)
         covered = "yes" if lo <= exact <= hi else "no"
         f = ".0f" if name == "count" else ".4f"  # a count is an integer, shown as one
+        planned = f"+/- {plans[name]:{f}}" if name in plans else "none"
         print(
-            f"{name:6s} private {rel.value:10{f}}  95% CI ({lo:{f}}, {hi:{f}})  "
-            f"exact {exact:{f}}  covered: {covered}"
+            f"{name:6s} planned {planned:>11s}  private {rel.value:10{f}}  "
+            f"95% CI ({lo:{f}}, {hi:{f}})  exact {exact:{f}}  covered: {covered}"
         )
-    print("(a 95% interval misses the exact value about one time in twenty, by design)")
+    print("(a 95% interval misses the exact value about one time in twenty, by design; the")
+    print(" std's plan is a bound for any data, the correlation's error depends on the data)")
 
 
 def _medians() -> None:
     print("\n== Medians by the exponential mechanism (McSherry 2016), epsilon 0.1 ==")
     x = np.random.default_rng(SEED).uniform(0.123, 0.124, 1000)
+    rank = st.accuracy("median", bounds=(-1, 1), epsilon=0.1)
+    print(f"planned: 95% of releases within {rank:.0f} records of the median's rank")
     m = st.median(x, bounds=(-1, 1), epsilon=0.1, rng=SEED)
     print(f"1,000 points in [0.123, 0.124]: private median {m.value:.6f}, exact {np.median(x):.6f}")
     m = st.median(np.full(1000, 0.4), bounds=(-1, 1), epsilon=0.1, rng=SEED)

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import dpkit.stats as st
 from dpkit.client import AuthenticationError, Curator, NotFoundError, PermissionDeniedError, Quote
 from dpkit.errors import BudgetExceededError, DataError, PrivacyParameterError
 from dpkit.server import DatasetSchema
@@ -178,3 +179,78 @@ def test_dry_run_without_accuracy_before_release(planner: Curator) -> None:
     quote = client.query("survey", "mean", column="age", epsilon=0.5, dry_run=True)
     assert "accuracy" not in quote and quote.half_width is None  # depends on the noisy count
     assert repr(quote) == "Quote(epsilon=0.5, delta=0)"
+
+
+@pytest.mark.parametrize(
+    ("query", "params", "library"),
+    [
+        (
+            "mean",
+            {"column": "age", "epsilon": 0.5, "expected_n": 500},
+            {"statistic": "mean", "bounds": "age", "expected_n": 500},
+        ),
+        (
+            "var",
+            {"column": "age", "epsilon": 0.5, "expected_n": 500, "ddof": 1},
+            {"statistic": "var", "bounds": "age", "expected_n": 500, "ddof": 1},
+        ),
+        (
+            "cov",
+            {"columns": ["age", "income"], "epsilon": 0.5, "expected_n": 500},
+            {"statistic": "cov", "bounds": ("age", "income"), "expected_n": 500},
+        ),
+    ],
+)
+def test_dry_run_accuracy_at_a_public_guess_of_the_rows(
+    planner: Curator, server: Any, query: str, params: Any, library: Any
+) -> None:
+    cols = {c["name"]: c for c in planner.datasets()[0]["columns"]}
+    b = library.pop("bounds")
+    bounds = (
+        tuple(cols[b]["bounds"])
+        if isinstance(b, str)
+        else tuple(tuple(cols[c]["bounds"]) for c in b)
+    )
+    quote = planner.query("survey", query, dry_run=True, **params)
+    want = st.accuracy(epsilon=0.5, bounds=bounds, **library)
+    assert math.isclose(quote.half_width, want, rel_tol=1e-12)
+
+
+def test_dry_run_quantiles_give_a_rank_error_and_counts_are_integers(planner: Curator) -> None:
+    cols = {c["name"]: c for c in planner.datasets()[0]["columns"]}
+    quote = planner.query("survey", "quantiles", column="age", q=[0.5], epsilon=0.5, dry_run=True)
+    want = st.accuracy("median", bounds=tuple(cols["age"]["bounds"]), epsilon=0.5)
+    assert math.isclose(quote.half_width["rank"], want, rel_tol=1e-12)
+    assert "rank +/-" in repr(quote)
+    assert isinstance(planner.query("survey", "count", epsilon=0.1).value, int)
+
+
+@pytest.mark.parametrize(
+    ("query", "params"),
+    [
+        ("count", {}),
+        ("sum", {"column": "age"}),
+        ("mean", {"column": "age", "expected_n": 500}),
+        ("histogram", {"column": "age", "bins": 4}),
+    ],
+)
+def test_rho_is_paid_as_the_library_pays_it(planner: Curator, query: str, params: Any) -> None:
+    client = planner
+    quote = client.query("survey", query, dry_run=True, rho=0.05, delta=1e-7, **params)
+    assert quote["delta"] == 1e-7 and 0 < quote["epsilon"] < 2
+    spent = client.budget()[0]["spent_epsilon"]
+    r = client.query("survey", query, rho=0.05, delta=1e-7, **params)
+    assert math.isclose(client.budget()[0]["spent_epsilon"] - spent, quote["epsilon"], rel_tol=1e-9)
+    if query != "mean":  # the mean's interval depends on its noisy count
+        lo, hi = r.ci()
+        widths = np.atleast_1d((np.asarray(hi) - np.asarray(lo)) / 2)
+        assert np.allclose(widths, quote.half_width, rtol=1e-9)
+
+
+def test_rho_requests_are_checked(planner: Curator) -> None:
+    with pytest.raises(PrivacyParameterError, match="not both"):
+        planner.query("survey", "count", rho=0.5, epsilon=1.0, delta=1e-7, dry_run=True)
+    with pytest.raises(PrivacyParameterError, match="delta"):
+        planner.query("survey", "count", rho=0.5, dry_run=True)
+    with pytest.raises(DataError, match="unknown parameter"):  # only where the noise is Gaussian
+        planner.query("survey", "quantiles", column="age", rho=0.5, delta=1e-7, dry_run=True)

@@ -87,7 +87,7 @@ def test_replace_count_is_exact_and_bad_requests_are_refused():
     with pytest.raises(PrivacyParameterError, match="bounds"):
         st.accuracy("sum", epsilon=1.0)
     with pytest.raises(PrivacyParameterError):
-        st.accuracy("median", bounds=(0, 1), epsilon=1.0)
+        st.accuracy("corr", bounds=((0, 1), (0, 1)), epsilon=1.0, n=10)
     with pytest.raises(PrivacyParameterError):
         st.accuracy("count", epsilon=-1.0)
     with pytest.raises(PrivacyParameterError):

@@ -5,10 +5,18 @@ parameters only) and computes each output cell's noise half-width the way
 :func:`~dpkit.frame._finish.finish` computes the released intervals, so a cell's accuracy is its
 released interval's half-width (count, distinct units, sum, histogram bins: exactly; a mean at a
 stated public group size: the interval of a release whose noisy count comes out at that size).
+A variance or standard deviation at a stated group size gets a bound on its error that holds for
+every group of that size (worst case over the group's private mean, as
+``dpkit.stats.accuracy`` gives for ``var``).
+
+Quantile cells get a rank error at leaf resolution (``{name}_rank``, in rows, see
+:func:`_tree_rank_error`): their error in value depends on how densely the rows fill the leaves,
+which is private.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from dpkit.errors import PrivacyParameterError
@@ -34,6 +42,47 @@ def _mean_half_width(plan: NoisePlan, agg: Aggregation, alpha: float, n: float) 
     return half * min(1.0, h_s / (n - h_n))
 
 
+def _var_bound(plan: NoisePlan, agg: Aggregation, alpha: float, n: float) -> float:
+    """A bound on ``|released − exact|`` for a variance (or its square root) over any group of
+    ``n`` rows, with probability at least ``1 − alpha``.
+
+    :func:`~dpkit.frame._finish._estimates` releases ``h² · clip(clip(S₂/N, 0, 1) −
+    clip(S₁/N, −1, 1)², 0, 1)`` from the normalised sums ``S₁ = Σu`` (``u ∈ [−1, 1]``),
+    ``S₂ = Σu²`` and the count ``N``. With each within its half-width at ``alpha/3`` and
+    ``D = n − H_N > 0``: ``|S₁/N − a| ≤ e₁ = (H₁ + H_N)/D``, ``|S₂/N − b| ≤ e₂ = (H₂ + H_N)/D``;
+    the clips are projections onto sets holding the exact values, so the released variance is
+    within ``h²·min(1, e₂ + 2e₁)`` of the exact one, and the standard deviation within the
+    square root of that.
+    """
+    assert agg.bounds is not None
+    h_1, h_2, h_n = (plan.of(m).half_width(alpha / 3) for m in agg.measures())
+    half = agg.bounds[1] / 2 - agg.bounds[0] / 2
+    low = n - h_n
+    share = 1.0 if low <= 0 else min(1.0, (h_2 + h_n) / low + 2.0 * (h_1 + h_n) / low)
+    w = half * half * share
+    return math.sqrt(w) if agg.stat == "std" else w
+
+
+def _tree_rank_error(plan: NoisePlan, agg: Aggregation, alpha: float, q: float) -> float:
+    """Rows of rank error of a tree quantile, at leaf resolution, with probability ``1 − alpha``.
+
+    Every node of the tree (``B + B² + … + B^L`` of them) is within ``h`` of its exact count at
+    ``alpha`` over all of them (Bonferroni); clipping a noisy count at 0 keeps it within ``h``.
+    :func:`~dpkit.frame._finish._tree_quantiles` walks down carrying the rank still to find:
+    at the root it is ``q·N̂`` (``|N̂ − N| ≤ Bh``); choosing a child misreads the rows before
+    it by at most ``(B − 1)h``; rescaling the rank into the child's own children, whose sum is
+    within ``(B + 1)h`` of the child's noisy count, moves it by at most that (the share is at
+    most 1). So the exact rank ``q·N`` lies between the released leaf's first row minus ``E``
+    and its last row plus ``E``, with ``E = (qB + (B − 1)L + (B + 1)(L − 1) + 1)·h`` (the last
+    ``h``: the chosen leaf's own noisy count). A walk that meets an empty node keeps its share:
+    the same bound holds (its children's noisy counts are within ``h`` of counts below ``h``).
+    """
+    b, levels = agg.branching, agg.levels
+    nodes = sum(b ** (k + 1) for k in range(levels))
+    h = plan.of(agg.measures()[0]).half_width(alpha / nodes)
+    return (q * b + (b - 1) * levels + (b + 1) * (levels - 1) + 1) * h
+
+
 def cell_accuracy(
     plan: NoisePlan,
     aggs: Sequence[Aggregation],
@@ -45,8 +94,9 @@ def cell_accuracy(
 
     Counts, distinct units, sums and histogram bins are exact. A mean's interval depends on
     its noisy count: it is given at ``expected_n`` rows per group (a public guess), and left
-    out without one, like variances, standard deviations and quantiles, whose intervals depend
-    on their noisy parts.
+    out without one; variances and standard deviations get a worst-case bound at
+    ``expected_n`` rows (:func:`_var_bound`), and quantiles a rank error in rows under
+    ``{name}_rank`` (:func:`_tree_rank_error`).
     """
     out: dict[str, float] = {}
     for agg in aggs:
@@ -59,6 +109,11 @@ def cell_accuracy(
                 out[f"{agg.alias}_{i}"] = h
         elif agg.stat == "mean" and expected_n is not None:
             out[agg.alias] = _mean_half_width(plan, agg, alpha, float(expected_n))
+        elif agg.stat in ("var", "std") and expected_n is not None:
+            out[agg.alias] = _var_bound(plan, agg, alpha, float(expected_n))
+        elif agg.stat == "quantiles":
+            for q in agg.qs:
+                out[f"{agg.alias}_{q:g}_rank"] = _tree_rank_error(plan, agg, alpha, q)
     return out
 
 

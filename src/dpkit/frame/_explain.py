@@ -37,9 +37,13 @@ class Explanation:
 
         The released ``{name}_lo``/``{name}_hi`` of counts, distinct units, sums and histogram
         bins are exactly the value ± this. A mean's interval depends on its noisy count: give
-        ``expected_n`` (a public guess of the rows per group) to see it at that size; variances,
-        standard deviations and quantiles are left out (their intervals depend on their noisy
-        parts). Public parameters only; charges nothing.
+        ``expected_n`` (a public guess of the rows per group) to see it at that size. With
+        ``expected_n``, variances and standard deviations get a bound on ``|released − exact|``
+        that holds with probability ``1 − alpha`` for every group of that size (worst case over
+        its mean: conservative). A quantile ``{name}`` gets ``{name}_rank``: a rank error in
+        rows, at the resolution of its tree's leaves (the exact ``q·n``-th row lies within that
+        many rows of the released leaf); its error in value depends on how densely the rows
+        fill the leaves (private). Public parameters only; charges nothing.
         """
         return cell_accuracy(self.plan, self.aggs, check_alpha(alpha), expected_n)
 

@@ -87,22 +87,33 @@ def _tree_levels(leaves: Array, branching: int, levels: int) -> list[Array]:
 
 def _tree_quantiles(noisy: list[Array], agg: Aggregation) -> Array:
     """Walk down the noisy tree: at each node go to the child where the cumulative count
-    (negatives clamped to 0) crosses q; return the chosen leaf's midpoint (post-processing)."""
+    (negatives clamped to 0) crosses the rank still to find, carried down as the share ``f`` of
+    the chosen child that lies below it (``f = q`` at the root); return the chosen leaf's
+    midpoint (post-processing)."""
     assert agg.bounds is not None
     lo, hi = agg.bounds
     b, h = agg.branching, agg.levels
     n = noisy[0].shape[0]
     out = np.empty((n, len(agg.qs)))
+    rows = np.arange(n)
     for j, q in enumerate(agg.qs):
         node = np.zeros(n, dtype=np.int64)
+        share = np.full(n, q)
         for level in range(h):
             nodes = noisy[level].reshape(n, noisy[level].shape[1] // b, b)
-            kids = np.clip(nodes[np.arange(n), node], 0.0, None)
+            kids = np.clip(nodes[rows, node], 0.0, None)
             total = kids.sum(axis=1)
             cum = np.cumsum(kids, axis=1)
-            target = q * total
+            target = share * total
             choice = np.argmax(cum >= target[:, None] - 1e-12, axis=1)
-            choice = np.where(total > 0, choice, (b - 1) // 2 if q <= 0.5 else b // 2)
+            middle = np.where(share <= 0.5, (b - 1) // 2, b // 2)
+            choice = np.where(total > 0, choice, middle)
+            # The rank left inside the chosen child, as a share of its count: the next level
+            # searches the same global rank, not the child's own q-quantile.
+            before = cum[rows, choice] - kids[rows, choice]
+            inside = kids[rows, choice]
+            left = (target - before) / np.where(inside > 0, inside, 1.0)
+            share = np.where(inside > 0, np.clip(left, 0.0, 1.0), share)
             node = node * b + choice
         width = (hi - lo) / b**h
         out[:, j] = lo + (node + 0.5) * width

@@ -131,6 +131,26 @@ class KMeans(ClusterMixin, TransformerMixin, PrivateEstimator):  # type: ignore[
         self.accountant = accountant
         self.rng = rng
 
+    def accuracy(self, alpha: float = 0.05, *, n_features: int) -> dict[str, float]:
+        """Before fitting, from public parameters only: the half-width of the ``1 − alpha``
+        interval of the Laplace noise, in every iteration, on each cluster's count and on each
+        coordinate of its sum of the records centred in the box (ε split evenly over
+        ``max_iter`` iterations, then between counts and sums). Each centre is the noisy sum
+        over the noisy count; its error depends on the cluster's private size, and the
+        assignment of records to centres on the data, so no bound on the centres is given.
+
+        >>> from dpkit.ml import KMeans
+        >>> KMeans(3, epsilon=1.0, bounds=(0, 1), max_iter=5).accuracy(n_features=2)["counts"]
+        30.0
+        """
+        eps, _ = check_privacy(self.epsilon, None, needs_delta=False)
+        k = check_int(self.n_clusters, "n_clusters")
+        iters = check_int(self.max_iter, "max_iter")
+        d = check_int(n_features, "n_features")
+        low, high = check_box(self.bounds, "bounds", d)
+        plan = group_moments_plan(epsilon=eps / iters, low=low, high=high, groups=k, squares=False)
+        return {"counts": plan.counts.accuracy(alpha), "sums": plan.sums.accuracy(alpha)}
+
     def fit(self, X: object, y: object = None) -> KMeans:
         """Fit privately; charges the accountant once. Returns ``self``."""
         eps, _ = check_privacy(self.epsilon, None, needs_delta=False)

@@ -10,6 +10,7 @@ from sklearn.base import RegressorMixin  # type: ignore[import-untyped]
 from sklearn.utils.validation import check_is_fitted  # type: ignore[import-untyped]
 
 from dpkit._missing import MISSING_DEFAULT, Missing
+from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms import Gaussian
 from dpkit.ml._base import (
     FloatArray,
@@ -31,6 +32,24 @@ def _symmetric(upper: FloatArray, d: int) -> FloatArray:
     out = np.zeros((d, d))
     out[np.triu_indices(d)] = upper
     return out + np.triu(out, 1).T
+
+
+def _mechanisms(
+    eps: float, dlt: float, norm: float, bounds_y: tuple[float, float], d: int, intercept: bool
+) -> tuple[Gaussian, Gaussian, Gaussian]:
+    """AdaSSP's three Gaussian mechanisms (λ_min, the upper triangle of XᵀX, Xᵀy) for ``d``
+    columns (the intercept's included), from public parameters only."""
+    bound = norm * math.sqrt(2.0) if intercept else norm
+    bound = math.nextafter(bound, math.inf)
+    half = (bounds_y[1] - bounds_y[0]) / 2
+    # Each part at (ε/3, δ/3), ℓ2 sensitivities under add/remove of one record.
+    part_eps, part_delta = eps / 3, dlt / 3
+    m_eig = Gaussian(epsilon=part_eps, delta=part_delta, sensitivity=bound**2)
+    m_xx = Gaussian(
+        epsilon=part_eps, delta=part_delta, sensitivity=bound**2, shape=(d * (d + 1) // 2,)
+    )
+    m_xy = Gaussian(epsilon=part_eps, delta=part_delta, sensitivity=bound * half, shape=(d,))
+    return m_eig, m_xx, m_xy
 
 
 class LinearRegression(RegressorMixin, PrivateEstimator):  # type: ignore[misc]
@@ -125,6 +144,30 @@ class LinearRegression(RegressorMixin, PrivateEstimator):  # type: ignore[misc]
         self.accountant = accountant
         self.rng = rng
 
+    def accuracy(self, alpha: float = 0.05, *, n_features: int) -> dict[str, float]:
+        """Before fitting, from public parameters only: the half-width of the ``1 − alpha``
+        interval of the noise on each released statistic for data with ``n_features`` features:
+        the smallest eigenvalue of ``XᵀX``, every entry of ``XᵀX`` and every entry of ``Xᵀy``
+        (rows clipped to ``data_norm``, targets centred in ``bounds_y``; the intercept's column
+        included). The coefficients are post-processing of these through a ridge chosen from
+        the noisy eigenvalue, so their error depends on the data's Gram matrix (private) and
+        has no closed form here.
+
+        >>> from dpkit.ml import LinearRegression
+        >>> lr = LinearRegression(epsilon=1.0, delta=1e-6, data_norm=1.0, bounds_y=(0, 1))
+        >>> round(lr.accuracy(n_features=2)["gram"], 2)
+        52.5
+        """
+        eps, dlt = check_privacy(self.epsilon, self.delta, needs_delta=True)
+        norm = check_norm(self.data_norm, "data_norm")
+        bounds_y = check_interval(self.bounds_y, "bounds_y")
+        if isinstance(n_features, bool) or not isinstance(n_features, int) or n_features < 1:
+            raise PrivacyParameterError("n_features must be a positive int (public).")
+        d = n_features + (1 if self.fit_intercept else 0)
+        m_eig, m_xx, m_xy = _mechanisms(eps, dlt, norm, bounds_y, d, self.fit_intercept)
+        return {"eigenvalue": m_eig.accuracy(alpha), "gram": m_xx.accuracy(alpha),
+                "xy": m_xy.accuracy(alpha)}  # fmt: skip
+
     def fit(self, X: object, y: object) -> LinearRegression:
         """Fit privately; charges the accountant once. Returns ``self``."""
         eps, dlt = check_privacy(self.epsilon, self.delta, needs_delta=True)
@@ -135,8 +178,6 @@ class LinearRegression(RegressorMixin, PrivateEstimator):  # type: ignore[misc]
         except (TypeError, ValueError):
             rho = math.nan
         if not 0 < rho < 1:
-            from dpkit.errors import PrivacyParameterError
-
             raise PrivacyParameterError("rho must be in (0, 1), e.g. 0.05.")
         Xc, yc = check_xy(self, X, y, self._check_missing(), y_numeric=True)
         # a target outside bounds_y (±inf included) is clipped to it below, never refused;
@@ -146,18 +187,9 @@ class LinearRegression(RegressorMixin, PrivateEstimator):  # type: ignore[misc]
         if self.fit_intercept:
             Z = np.hstack([Z, np.full((Z.shape[0], 1), norm)])
         d = Z.shape[1]
-        bound = norm * math.sqrt(2.0) if self.fit_intercept else norm
-        bound = math.nextafter(bound, math.inf)
-        mid, half = (lo + hi) / 2, (hi - lo) / 2
+        mid = (lo + hi) / 2
         t = np.clip(yf, lo, hi) - mid
-
-        # Each part at (ε/3, δ/3), ℓ2 sensitivities under add/remove of one record.
-        part_eps, part_delta = eps / 3, dlt / 3
-        m_eig = Gaussian(epsilon=part_eps, delta=part_delta, sensitivity=bound**2)
-        m_xx = Gaussian(
-            epsilon=part_eps, delta=part_delta, sensitivity=bound**2, shape=d * (d + 1) // 2
-        )
-        m_xy = Gaussian(epsilon=part_eps, delta=part_delta, sensitivity=bound * half, shape=d)
+        m_eig, m_xx, m_xy = _mechanisms(eps, dlt, norm, (lo, hi), d, self.fit_intercept)
         event = compose_events([m_eig.event, m_xx.event, m_xy.event])
         gen = self._generator()
         charge_fit(self, event, dlt, "LinearRegression.fit (AdaSSP)")

@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 import numpy as np
+from scipy import special
 from sklearn.base import ClassifierMixin  # type: ignore[import-untyped]
 from sklearn.utils.validation import check_is_fitted  # type: ignore[import-untyped]
 
@@ -13,6 +14,7 @@ from dpkit._checks import check_positive
 from dpkit._missing import MISSING_DEFAULT, Missing
 from dpkit.accounting import Event, PureDPEvent
 from dpkit.errors import PrivacyParameterError
+from dpkit.mechanisms._tails import check_alpha
 from dpkit.ml._base import (
     FloatArray,
     PrivateEstimator,
@@ -212,6 +214,39 @@ class LogisticRegression(ClassifierMixin, PrivateEstimator):  # type: ignore[mis
         self.missing = missing
         self.accountant = accountant
         self.rng = rng
+
+    def accuracy(self, alpha: float = 0.05, *, n_features: int) -> dict[str, float]:
+        """Before fitting, from public parameters only (``method="objective"``): ``coef_shift``,
+        a bound on the distance between the private and the non-private minimiser of the same
+        regularised objective, for each class's problem, that holds with probability at least
+        ``1 − alpha``.
+
+        The objective is ``Λ``-strongly convex (``Λ`` from ``C`` and the privacy calibration,
+        data-independent), so the linear term ``bᵀw`` moves its minimiser by at most
+        ``‖b‖/Λ``; ``‖b‖`` is Gamma(d, R/ε_b) (d coefficients, the intercept's included), and
+        its ``1 − alpha`` quantile gives the bound. DP-SGD has none: its noise passes through
+        every step of a run whose path depends on the data.
+
+        >>> from dpkit.ml import LogisticRegression
+        >>> m = LogisticRegression(epsilon=1.0, data_norm=1.0, classes=[0, 1])
+        >>> round(m.accuracy(n_features=3)["coef_shift"], 3)
+        18.444
+        """
+        if self.method != "objective":
+            raise PrivacyParameterError(
+                "accuracy before fitting is given for method='objective' only: DP-SGD's noise "
+                "goes through a data-dependent optimisation path."
+            )
+        eps, _ = check_privacy(self.epsilon, self.delta, needs_delta=False)
+        norm = check_norm(self.data_norm, "data_norm")
+        classes = check_classes(self.classes)
+        ridge = 1.0 / check_norm(self.C, "C")
+        d = check_int(n_features, "n_features") + (1 if self.fit_intercept else 0)
+        radius = math.nextafter(norm * (math.sqrt(2.0) if self.fit_intercept else 1.0), math.inf)
+        k = 1 if classes.size == 2 else classes.size
+        lam, eps_b = objective_perturbation_noise(epsilon=eps / k, radius=radius, ridge=ridge)
+        a = check_alpha(alpha)
+        return {"coef_shift": float(special.gammaincinv(d, 1.0 - a)) * radius / eps_b / lam}
 
     def fit(self, X: object, y: object) -> LogisticRegression:
         """Fit privately; charges the accountant once. Returns ``self``."""

@@ -26,6 +26,20 @@ from dpkit.random import RNGLike
 __all__ = ["PCA"]
 
 
+def _mechanisms(eps: float, dlt: float, norm: float, d: int, centered: bool) -> list[Gaussian]:
+    """Analyze Gauss's mechanisms: the upper triangle of XᵀX, then (centred) the sum and the
+    count, from public parameters only."""
+    share = 0.8 if centered else 1.0
+    m_gram = Gaussian(
+        epsilon=eps * share, delta=dlt * share, sensitivity=norm**2, shape=(d * (d + 1) // 2,)
+    )
+    if not centered:
+        return [m_gram]
+    m_sum = Gaussian(epsilon=eps * 0.15, delta=dlt * 0.15, sensitivity=norm, shape=(d,))
+    m_n = Gaussian(epsilon=eps * 0.05, delta=dlt * 0.05, sensitivity=1.0)
+    return [m_gram, m_sum, m_n]
+
+
 class PCA(TransformerMixin, PrivateEstimator):  # type: ignore[misc]
     """Principal component analysis with (ε, δ)-differential privacy (Analyze Gauss).
 
@@ -107,6 +121,25 @@ class PCA(TransformerMixin, PrivateEstimator):  # type: ignore[misc]
         self.accountant = accountant
         self.rng = rng
 
+    def accuracy(self, alpha: float = 0.05, *, n_features: int) -> dict[str, float]:
+        """Before fitting, from public parameters only: the half-width of the ``1 − alpha``
+        interval of the noise on each released statistic for data with ``n_features`` features
+        (every entry of ``XᵀX`` of the rows clipped to ``data_norm``; centred: every entry of
+        their sum, and their count). The components are eigenvectors of the noisy matrix; how
+        far they turn depends on the data's eigengaps (private), so no closed form is given.
+
+        >>> from dpkit.ml import PCA
+        >>> acc = PCA(epsilon=1.0, delta=1e-6, data_norm=1.0).accuracy(n_features=3)
+        >>> sorted(acc)
+        ['count', 'gram', 'sum']
+        """
+        eps, dlt = check_privacy(self.epsilon, self.delta, needs_delta=True)
+        norm = check_norm(self.data_norm, "data_norm")
+        d = check_int(n_features, "n_features")
+        names = ("gram", "sum", "count")
+        mechs = _mechanisms(eps, dlt, norm, d, self.centered)
+        return {k: m.accuracy(alpha) for k, m in zip(names, mechs, strict=False)}
+
     def fit(self, X: object, y: object = None) -> PCA:
         """Fit privately; charges the accountant once. Returns ``self``."""
         eps, dlt = check_privacy(self.epsilon, self.delta, needs_delta=True)
@@ -119,15 +152,10 @@ class PCA(TransformerMixin, PrivateEstimator):  # type: ignore[misc]
 
             raise DataError(f"n_components={k} exceeds the number of features {d}.")
         Z = clip_rows(Xc, norm)
-        share = 0.8 if self.centered else 1.0
-        m_gram = Gaussian(
-            epsilon=eps * share, delta=dlt * share, sensitivity=norm**2, shape=d * (d + 1) // 2
-        )
-        mechs = [m_gram]
+        mechs = _mechanisms(eps, dlt, norm, d, self.centered)
+        m_gram = mechs[0]
         if self.centered:
-            m_sum = Gaussian(epsilon=eps * 0.15, delta=dlt * 0.15, sensitivity=norm, shape=d)
-            m_n = Gaussian(epsilon=eps * 0.05, delta=dlt * 0.05, sensitivity=1.0)
-            mechs += [m_sum, m_n]
+            m_sum, m_n = mechs[1], mechs[2]
         event = compose_events([m.event for m in mechs])
         gen = self._generator()
         charge_fit(self, event, dlt, "PCA.fit (Analyze Gauss)")

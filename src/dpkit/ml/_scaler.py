@@ -9,6 +9,7 @@ from sklearn.base import OneToOneFeatureMixin, TransformerMixin  # type: ignore[
 from sklearn.utils.validation import check_is_fitted  # type: ignore[import-untyped]
 
 from dpkit._missing import MISSING_DEFAULT, Missing
+from dpkit.errors import PrivacyParameterError
 from dpkit.ml._base import (
     FloatArray,
     PrivateEstimator,
@@ -93,6 +94,26 @@ class StandardScaler(OneToOneFeatureMixin, TransformerMixin, PrivateEstimator): 
         self.missing = missing
         self.accountant = accountant
         self.rng = rng
+
+    def accuracy(self, alpha: float = 0.05, *, n_features: int) -> dict[str, float]:
+        """Before fitting, from public parameters only: the half-width of the ``1 − alpha``
+        interval of the Laplace noise on the released count, on every feature's sum of the
+        records centred in the box, and on every sum of their squares (``n_features``
+        features). ``mean_`` and ``scale_`` are post-processing of these (ratios to the noisy
+        count, whose error depends on the private n).
+
+        >>> from dpkit.ml import StandardScaler
+        >>> StandardScaler(epsilon=1.0, bounds=(0, 1)).accuracy(n_features=2)["count"]
+        9.0
+        """
+        eps, _ = check_privacy(self.epsilon, None, needs_delta=False)
+        if isinstance(n_features, bool) or not isinstance(n_features, int) or n_features < 1:
+            raise PrivacyParameterError("n_features must be a positive int (public).")
+        low, high = check_box(self.bounds, "bounds", n_features)
+        plan = group_moments_plan(epsilon=eps, low=low, high=high, groups=1, squares=True)
+        assert plan.squares is not None
+        return {"count": plan.counts.accuracy(alpha), "sums": plan.sums.accuracy(alpha),
+                "squares": plan.squares.accuracy(alpha)}  # fmt: skip
 
     def fit(self, X: object, y: object = None) -> StandardScaler:
         """Fit privately; charges the accountant once. Returns ``self``."""

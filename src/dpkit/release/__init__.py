@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dpkit.release._bernstein import bernstein_degree, bernstein_density
 from dpkit.release._density_accuracy import histogram_density_accuracy
+from dpkit.release._density_accuracy_kernels import bernstein_density_accuracy, kde_density_accuracy
 from dpkit.release._density_grid import DensityRelease
 from dpkit.release._discovery import discover_domain, partition_threshold
 from dpkit.release._domain import Categorical, Column, Domain, Numeric
@@ -43,11 +44,13 @@ __all__ = [
     "UtilityReport",
     "bernstein_degree",
     "bernstein_density",
+    "bernstein_density_accuracy",
     "discover_domain",
     "histogram_bins",
     "histogram_density",
     "histogram_density_accuracy",
     "kde_density",
+    "kde_density_accuracy",
     "ks_synthetic",
     "partition_threshold",
     "series_degree",

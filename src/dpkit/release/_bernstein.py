@@ -26,6 +26,7 @@ from dpkit.accounting import Neighbouring
 from dpkit.mechanisms._base import SupportsCharge, charge
 from dpkit.random import RNGLike, as_generator
 from dpkit.release._density_data import (
+    Box,
     FloatArray,
     as_records,
     check_box,
@@ -35,6 +36,7 @@ from dpkit.release._density_data import (
 )
 from dpkit.release._density_grid import DensityRelease, midpoints, project_density, uniform_edges
 from dpkit.release._density_noise import (
+    IntegerNoise,
     fixed_point_bits,
     integer_noise,
     split_count,
@@ -44,7 +46,7 @@ from dpkit.release._kde import check_bandwidth, kernel_matrix
 from dpkit.stats._common import check_privacy
 from dpkit.stats._events import is_replace
 
-__all__ = ["bernstein_degree", "bernstein_density"]
+__all__ = ["bernstein_degree", "bernstein_density", "bernstein_lattice", "bernstein_noise"]
 
 _EVAL_CELLS = {1: 512, 2: 96, 3: 32}
 _BLOCK = 2048
@@ -59,6 +61,25 @@ def bernstein_degree(bandwidth_unit: tuple[float, ...]) -> int:
     40
     """
     return int(min(64, max(2, math.ceil(2.0 / min(bandwidth_unit)))))
+
+
+def bernstein_lattice(
+    bounds: object, bandwidth: object, degree: object
+) -> tuple[Box, tuple[float, ...], tuple[int, ...]]:
+    """The checked box, bandwidths and lattice degrees (public parameters only)."""
+    box = check_box(bounds)
+    d = len(box)
+    h = check_bandwidth(bandwidth, d)
+    h_unit = tuple(hk / (hi - lo) for hk, (lo, hi) in zip(h, box, strict=True))
+    k = per_dim_ints(bernstein_degree(h_unit) if degree is None else degree, d, "degree", 1)
+    return box, h, k
+
+
+def bernstein_noise(lattice: int, epsilon: float) -> tuple[int, IntegerNoise]:
+    """The fixed-point bits and the calibrated noise of a lattice of this size at ε."""
+    bits = fixed_point_bits(float(lattice), epsilon, 0.0)
+    l1 = lattice << bits  # Aldà–Rubinstein: (k+1)^d coordinates, each moving by at most 2^P
+    return bits, integer_noise(l1=l1, l2=0.0, dimension=lattice, epsilon=epsilon, delta=0.0)
 
 
 def bernstein_density(
@@ -113,11 +134,8 @@ def bernstein_density(
     """
     eps, _ = check_privacy(epsilon, 0.0)
     replace = is_replace(neighbouring)
-    box = check_box(bounds)
+    box, h, k = bernstein_lattice(bounds, bandwidth, degree)
     d = len(box)
-    h = check_bandwidth(bandwidth, d)
-    h_unit = tuple(hk / (hi - lo) for hk, (lo, hi) in zip(h, box, strict=True))
-    k = per_dim_ints(bernstein_degree(h_unit) if degree is None else degree, d, "degree", 1)
     lattice = math.prod(kk + 1 for kk in k)
     evals = math.prod(_EVAL_CELLS.get(d, 8) for _ in box)
     check_memory(float(lattice) * (_BLOCK + evals / 64 + 8), 8, f"a Bernstein lattice of {lattice}")
@@ -130,9 +148,7 @@ def bernstein_density(
     count, eps_b = split_count(
         epsilon=eps, public_n=public_n, replace=replace, needs_n=True, fraction=count_fraction
     )
-    bits = fixed_point_bits(float(lattice), eps_b, 0.0)
-    l1 = lattice << bits  # Aldà–Rubinstein: (k+1)^d coordinates, each moving by at most 2^P
-    noise = integer_noise(l1=l1, l2=0.0, dimension=lattice, epsilon=eps_b, delta=0.0)
+    bits, noise = bernstein_noise(lattice, eps_b)
     event = total_event(count, noise.event)
     charge(accountant, event, "kernel density (Bernstein)", rng=rng)
     gen = as_generator(rng)

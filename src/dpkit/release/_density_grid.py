@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from dpkit.accounting import Event
 from dpkit.errors import DataError
@@ -92,7 +93,8 @@ class DensityRelease:
     method : str
         Which mechanism produced it.
     raw : numpy.ndarray
-        The released noisy statistic before post-processing (counts, coefficients, values).
+        The released noisy statistic before post-processing (counts, as integers; coefficients
+        or values, as floats).
     n : float
         The number of records used to normalise: public, a noisy count, or (histogram with
         fixed bins and a private n) the total of the noisy counts. Never the exact private n.
@@ -105,7 +107,7 @@ class DensityRelease:
     edges: tuple[FloatArray, ...]
     event: Event
     method: str
-    raw: FloatArray = field(repr=False)
+    raw: npt.NDArray[np.float64] | npt.NDArray[np.int64] = field(repr=False)
     n: float
     atoms: tuple[tuple[float, ...], ...] = ()
     noise_scale: float = 0.0

@@ -224,7 +224,8 @@ def histogram_density(
         noise = discrete_laplace(scale, size=shape, rng=gen)
     else:
         noise = discrete_gaussian(sigma, size=shape, rng=gen)
-    noisy = (counts + np.asarray(noise, dtype=np.int64)).astype(np.float64)
+    released = counts + np.asarray(noise, dtype=np.int64)  # integral: kept as integers in raw
+    noisy = released.astype(np.float64)
     scale_real = float(scale) if dlt == 0.0 else float(sigma)
     tau = _threshold(noisy.size, scale_real, dlt > 0.0) if postprocess == "threshold" else None
     how = "simplex" if postprocess == "threshold" else postprocess
@@ -232,7 +233,7 @@ def histogram_density(
     probs = _postprocess(noisy, how, total, tau)
     if math.isnan(n_hat):  # n private and not bought: report the normaliser actually used
         n_hat = max(float(noisy.sum()), 1.0)
-    return DensityRelease(probs, edges, event, "histogram", noisy, n_hat, atom_sets, scale_real)
+    return DensityRelease(probs, edges, event, "histogram", released, n_hat, atom_sets, scale_real)
 
 
 def cell_noise(epsilon: float, delta: float, replace: bool) -> tuple[Fraction, Event]:

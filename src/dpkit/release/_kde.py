@@ -47,11 +47,26 @@ from dpkit.release._density_data import (
     per_dim_ints,
 )
 from dpkit.release._density_grid import DensityRelease, midpoints, project_density, uniform_edges
-from dpkit.release._density_noise import NOISE_BITS, integer_noise, split_count, total_event
+from dpkit.release._density_noise import (
+    NOISE_BITS,
+    IntegerNoise,
+    integer_noise,
+    split_count,
+    total_event,
+)
 from dpkit.stats._common import check_privacy, warn_large_delta
 from dpkit.stats._events import is_replace
 
-__all__ = ["KDE_GRID", "check_bandwidth", "grid_points", "kde_density", "kernel_matrix"]
+__all__ = [
+    "KDE_GRID",
+    "K_BITS",
+    "W_BITS",
+    "check_bandwidth",
+    "grid_points",
+    "kde_density",
+    "kde_noise",
+    "kernel_matrix",
+]
 
 KDE_GRID = {1: 128, 2: 24, 3: 10}
 """Default grid points per side (G = 128, 576, 1000)."""
@@ -140,6 +155,27 @@ def _whitening(points_key: bytes, g: int, d: int, h: tuple[float, ...]) -> _Whit
     inv_norm = norm_m / (1.0 - r)
     matrix = np.rint(inv * 2.0**W_BITS).astype(np.int64).astype(object)
     return _Whitening(chol, matrix, inv_norm, r * inv_norm)
+
+
+def kde_noise(
+    box: Box,
+    cells: tuple[int, ...],
+    h: tuple[float, ...],
+    epsilon: float,
+    delta: float,
+    replace: bool,
+) -> tuple[FloatArray, _Whitening, int, IntegerNoise]:
+    """The public grid, its whitening, the output shift and the calibrated noise (public
+    parameters only: what :func:`kde_density` and its accuracy share)."""
+    g = math.prod(cells)
+    pts = grid_points(box, cells)
+    white = _whitening(pts.tobytes(), g, len(box), h)
+    sens = white.sensitivity(replace)
+    sigma_y = sens * _unit_sigma(epsilon, delta)
+    shift = max(0, math.frexp(sigma_y)[1] - NOISE_BITS - 1)
+    l2 = math.nextafter(sens / 2.0**shift + math.sqrt(g), math.inf)  # + rounding to the grid
+    noise = integer_noise(l1=0, l2=l2, dimension=g, epsilon=epsilon, delta=delta)
+    return pts, white, shift, noise
 
 
 def kde_density(
@@ -232,13 +268,7 @@ def kde_density(
     count, eps_k = split_count(
         epsilon=eps, public_n=public_n, replace=replace, needs_n=True, fraction=count_fraction
     )
-    pts = grid_points(box, cells)
-    white = _whitening(pts.tobytes(), g, d, h)
-    sens = white.sensitivity(replace)
-    sigma_y = sens * _unit_sigma(eps_k, dlt)
-    shift = max(0, math.frexp(sigma_y)[1] - NOISE_BITS - 1)
-    l2 = math.nextafter(sens / 2.0**shift + math.sqrt(g), math.inf)  # + rounding to the grid
-    noise = integer_noise(l1=0, l2=l2, dimension=g, epsilon=eps_k, delta=dlt)
+    pts, white, shift, noise = kde_noise(box, cells, h, eps_k, dlt, replace)
     event = total_event(count, noise.event)
     charge(accountant, event, "kernel density (HRW)", delta=dlt, rng=rng)
     gen = as_generator(rng)

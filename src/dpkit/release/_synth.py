@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import math
 import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +19,8 @@ from dpkit.accounting import Event, Neighbouring
 from dpkit.accounting._costs import rho_for
 from dpkit.errors import DataError, PrivacyParameterError
 from dpkit.mechanisms._base import SupportsCharge, charge
+from dpkit.mechanisms._tails import check_alpha, discrete_gaussian_quantile
+from dpkit.noise import sampled_sigma
 from dpkit.random import RNGLike, as_generator
 from dpkit.release._domain import Domain
 from dpkit.release._graphical import BayesNet
@@ -25,7 +28,7 @@ from dpkit.release._marginals import check_cells
 from dpkit.release._spark_codes import encode_spark, is_spark
 from dpkit.release._synth_aim import RoundRecord, fit_aim, fit_mst_pgm
 from dpkit.release._synth_fit import fit_model
-from dpkit.release._synth_plan import ESTIMATORS, METHODS, Plan, make_plan
+from dpkit.release._synth_plan import AIM_ALPHA, ESTIMATORS, METHODS, Plan, make_plan
 
 __all__ = ["DEFAULT_MAX_CELLS", "DEFAULT_MAX_MODEL_CELLS", "Synthesizer", "SyntheticModel"]
 
@@ -415,6 +418,41 @@ class Synthesizer:
             tuple((tuple(names[c] for c in r), s, e) for r, s, e in rounds),
             fitted_on,
         )
+
+    def accuracy(self, alpha: float = 0.05) -> dict[str, float]:
+        """Half-width of the ``1 − alpha`` interval of each measured marginal cell's noisy count,
+        from the plan alone (public parameters; charges nothing).
+
+        Every cell of a measured marginal gets its own exact discrete Gaussian noise, so each
+        noisy count is within this of the exact count with probability at least ``1 − alpha``
+        (the exact tail of the discrete Gaussian, :func:`dpkit.mechanisms._tails`). Keys:
+        ``"one-way"`` (each column's marginal) and, for MST and AIM, ``"rounds"`` (each later
+        measurement). AIM with ``estimator="pgm"`` anneals its noise with the data: its rounds'
+        σ is at most ``σ₀/√0.9`` (a last round that takes less than a full round's share is
+        the widest), so ``"rounds"`` is a bound there, exact elsewhere. The synthetic rows are
+        post-processing of these counts through a fitted model; their error also depends on
+        the data and is measured by :func:`~dpkit.release.utility_report`.
+
+        Examples
+        --------
+        >>> from dpkit.release import Categorical, Domain, Synthesizer
+        >>> dom = Domain({"a": Categorical([0, 1]), "b": Categorical([0, 1])})
+        >>> Synthesizer(dom, rho=0.5, method="mst", estimator="closed").accuracy()
+        {'one-way': 5.0, 'rounds': 3.0}
+        """
+        a = check_alpha(alpha)
+        pl = self.plan
+        out = {"one-way": float(discrete_gaussian_quantile(pl.sigma_one_way, a))}
+        if pl.rounds:
+            # the last annealed round's σ: σ₀/√α from a share a hair below one round's ρ, then
+            # rounded up to a σ the sampler draws
+            widest = (
+                sampled_sigma(pl.sigma_round / math.sqrt(AIM_ALPHA) * (1 + 1e-9))
+                if pl.adaptive
+                else pl.sigma_round
+            )
+            out["rounds"] = float(discrete_gaussian_quantile(widest, a))
+        return out
 
     def __repr__(self) -> str:
         return (

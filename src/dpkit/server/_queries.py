@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 import dpkit.stats as st
-from dpkit.errors import DataError, DPKitError
+from dpkit.accounting._compose import epsilon_of
+from dpkit.errors import DataError, DPKitError, PrivacyParameterError
 from dpkit.server._numbers import integer, privacy, real
 from dpkit.server._registry import Answer, Meter, Prepared, QueryRegistry, check_keys
 from dpkit.server._schema import Column, DatasetSchema, Table
@@ -30,6 +32,8 @@ from dpkit.stats._aggregate import (
     mean_steps,
     sum_steps,
 )
+from dpkit.stats._histogram import histogram_noise
+from dpkit.stats._noisy import Part, plan
 
 __all__ = ["clamped", "stats_registry"]
 
@@ -97,8 +101,8 @@ def _interval(rel: st.Release, alpha: float) -> tuple[Any, Any] | None:
 
 
 def _jsonable(v: Any) -> Any:
-    if type(v) is float:
-        return v
+    if type(v) is float or type(v) is int:
+        return v  # an integral release (a count) stays an integer
     if isinstance(v, np.ndarray) and v.dtype.kind == "i":
         return [int(t) for t in v.ravel()]  # integer counts (a histogram) stay integers
     arr = np.asarray(v, dtype=np.float64)
@@ -109,32 +113,78 @@ def _answer(rel: st.Release, alpha: float, labels: tuple[str, ...] | None = None
     return Answer(_jsonable(rel.value), _interval(rel, alpha), labels)
 
 
+def _expected_n(params: Mapping[str, Any]) -> int | None:
+    """The request's ``expected_n``: a public guess of the number of rows, read only by the dry
+    run's accuracy of statistics whose interval depends on the (private) count."""
+    if "expected_n" not in params:
+        return None
+    return integer(params["expected_n"], "expected_n", low=1, high=2**53)
+
+
 def _privacy(params: Mapping[str, Any], pure: bool = False) -> tuple[float, float, float]:
     eps, dlt = privacy(params, pure=pure)
     return eps, dlt, _alpha(params)
 
 
+def _rho(params: Mapping[str, Any]) -> float | None:
+    """The request's zCDP budget ``rho`` (discrete Gaussian noise), or ``None``.
+
+    With ``rho`` the request gives no ``epsilon`` and a ``delta`` > 0: the ledger keeps (ε, δ)
+    budgets, so the answer is paid as the library's :class:`~dpkit.accounting.Accountant` with
+    an (ε, δ) budget pays a ρ release, ``(ε(δ), δ)`` from the exact privacy curve of the noise
+    it draws (:func:`_rho_price`).
+    """
+    if "rho" not in params:
+        return None
+    if "epsilon" in params:
+        raise PrivacyParameterError("give epsilon or rho, not both.")
+    return real(params["rho"], "rho", low=0, low_open=True, error=PrivacyParameterError,
+                hint=" (ρ > 0, e.g. 0.1)")  # fmt: skip
+
+
+def _rho_price(params: Mapping[str, Any], event: Any) -> tuple[float, float]:
+    """The (ε, δ) a ρ release is charged: ε(δ) of its event at the request's δ (> 0),
+    a hair above so that the meter's exact recomputation fits."""
+    dlt = real(
+        params.get("delta"), "delta", low=0, high=1, low_open=True, high_open=True,
+        error=PrivacyParameterError, hint=" (with rho: the δ at which the ledger pays it)",
+    )  # fmt: skip
+    eps = float(epsilon_of(event, delta=dlt))
+    if not math.isfinite(eps):
+        raise PrivacyParameterError("this rho has no finite epsilon at this delta.")
+    return eps * (1.0 + 1e-9), dlt
+
+
 def _count(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
-    check_keys(params, _PRIVACY)
-    eps, dlt, alpha = _privacy(params)
+    check_keys(params, _PRIVACY | {"rho"})
+    r = _rho(params)
+    if r is None:
+        eps, dlt, alpha = _privacy(params)
+        kw: dict[str, Any] = {"epsilon": eps, "delta": dlt}
+    else:
+        alpha = _alpha(params)
+        event = plan([Part("count", 0, 1)], epsilon=0.0, delta=0.0, rho=r).event
+        eps, dlt = _rho_price(params, event)
+        kw = {"rho": r}
     first = schema.columns[0].name
 
     def compute(t: Table, rng: Any, meter: Meter) -> Answer:
-        rel = st.count(t.columns[first], epsilon=eps, delta=dlt, accountant=meter, rng=rng)
+        rel = st.count(t.columns[first], accountant=meter, rng=rng, **kw)
         return _answer(rel, alpha)
 
     def accuracy() -> float:
-        return st.accuracy("count", epsilon=eps, delta=dlt, alpha=alpha)
+        return st.accuracy("count", alpha=alpha, **kw)
 
     return Prepared("count", eps, dlt, compute, accuracy=accuracy)
 
 
 def _univariate(fn: Callable[..., st.Release], name: str) -> Any:
     def prepare(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
-        check_keys(params, _PRIVACY | {"column", "bounds", "ddof"})
+        check_keys(params, _PRIVACY | {"column", "bounds", "ddof", "expected_n"})
         eps, dlt, alpha = _privacy(params)
         col = _numeric(schema, params.get("column"))
         bounds = _bounds(params, col)
+        guess = _expected_n(params)
         kw: dict[str, Any] = {}
         if "ddof" in params:
             kw["ddof"] = integer(params["ddof"], "ddof", low=0, high=1)
@@ -151,7 +201,15 @@ def _univariate(fn: Callable[..., st.Release], name: str) -> Any:
             )
             return _answer(rel, alpha)
 
-        return Prepared(name, eps, dlt, compute)
+        def accuracy() -> float | None:
+            # a worst-case bound over the data, at the public guess of the number of rows
+            if guess is None:
+                return None
+            kw_acc = {"bounds": bounds, "expected_n": guess, "alpha": alpha, **kw}
+            w = st.accuracy(name, epsilon=eps, delta=dlt, **kw_acc)
+            return w if math.isfinite(w) else None  # the noisy count may vanish: no bound
+
+        return Prepared(name, eps, dlt, compute, accuracy=accuracy)
 
     return prepare
 
@@ -187,12 +245,21 @@ def _summed(steps_of: Callable[..., SumSteps | MeanSteps], name: str) -> Any:
     """
 
     def prepare(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
-        check_keys(params, _PRIVACY | {"column", "bounds"})
-        eps, dlt, alpha = _privacy(params)
+        check_keys(params, _PRIVACY | {"column", "bounds", "expected_n", "rho"})
+        r = _rho(params)
         col = _numeric(schema, params.get("column"))
         bounds = _bounds(params, col)
-        # made at the first computation (the pricing probe), after the registry's own checks
-        steps = functools.cache(lambda: steps_of(bounds, eps, dlt))
+        guess = _expected_n(params)
+        if r is None:
+            eps, dlt, alpha = _privacy(params)
+            # made at the first computation (the pricing probe), after the registry's own checks
+            steps = functools.cache(lambda: steps_of(bounds, eps, dlt))
+        else:
+            # the event of a ρ release is needed for its price: its steps are made now
+            alpha = _alpha(params)
+            made = steps_of(bounds, 0.0, 0.0, rho=r)
+            eps, dlt = _rho_price(params, made.plan.event)
+            steps = functools.cache(lambda: made)
         key = _clamped_key(col.name, bounds)
 
         def compute(t: Table, rng: Any, meter: Meter) -> Answer:
@@ -201,8 +268,10 @@ def _summed(steps_of: Callable[..., SumSteps | MeanSteps], name: str) -> Any:
 
         def accuracy() -> float | None:
             steps_made = steps()
-            # a mean's interval depends on its noisy count when n is not public
-            return steps_made.accuracy(alpha) if isinstance(steps_made, SumSteps) else None
+            if isinstance(steps_made, SumSteps):
+                return steps_made.accuracy(alpha)
+            # a mean's interval depends on its noisy count: given at the public guess of it
+            return None if guess is None else steps_made.accuracy(alpha, expected_n=guess)
 
         # Quick once the exact sum is remembered; the first one on new bounds reads the column.
         return Prepared(name, eps, dlt, compute, quick=lambda t: t.memo.peek(key) is not None,
@@ -213,8 +282,9 @@ def _summed(steps_of: Callable[..., SumSteps | MeanSteps], name: str) -> Any:
 
 def _bivariate(fn: Callable[..., st.Release], name: str) -> Any:
     def prepare(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
-        check_keys(params, _PRIVACY | {"columns", "bounds"})
+        check_keys(params, _PRIVACY | {"columns", "bounds", "expected_n"})
         eps, dlt, alpha = _privacy(params)
+        guess = _expected_n(params)
         cols = params.get("columns")
         if not isinstance(cols, list) or len(cols) != 2:
             raise DataError(f"{name} needs columns = [first, second].")
@@ -232,7 +302,16 @@ def _bivariate(fn: Callable[..., st.Release], name: str) -> Any:
             rel = fn(x, y, bounds=bounds, epsilon=eps, delta=dlt, accountant=meter, rng=rng)
             return _answer(rel, alpha)
 
-        return Prepared(name, eps, dlt, compute)
+        def accuracy() -> float | None:
+            # cov: a worst-case bound at the guessed number of rows; corr has none (its error
+            # depends on the data's private variances)
+            if name != "cov" or guess is None:
+                return None
+            w = st.accuracy("cov", bounds=bounds, epsilon=eps, delta=dlt, expected_n=guess,
+                            alpha=alpha)  # fmt: skip
+            return w if math.isfinite(w) else None
+
+        return Prepared(name, eps, dlt, compute, accuracy=accuracy)
 
     return prepare
 
@@ -253,12 +332,24 @@ def _quantiles(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
         )
         return _answer(rel, alpha)
 
-    return Prepared("quantiles", eps, 0.0, compute)
+    def accuracy() -> dict[str, float]:
+        # a rank error, in rows (the exponential mechanism's utility bound), not a value's
+        t = st.accuracy("quantile", q=qs, bounds=bounds, epsilon=eps, alpha=alpha)
+        return {"rank": t}
+
+    return Prepared("quantiles", eps, 0.0, compute, accuracy=accuracy)
 
 
 def _histogram(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
-    check_keys(params, _PRIVACY | {"column", "bins"})
-    eps, dlt, alpha = _privacy(params)
+    check_keys(params, _PRIVACY | {"column", "bins", "rho"})
+    r = _rho(params)
+    if r is None:
+        eps, dlt, alpha = _privacy(params)
+        kw: dict[str, Any] = {"epsilon": eps, "delta": dlt}
+    else:
+        alpha = _alpha(params)
+        eps, dlt = _rho_price(params, histogram_noise(0.0, 0.0, False, r)[1])
+        kw = {"rho": r}
     col = schema.column(params.get("column"))
     bins = params.get("bins", 10)
     if col.type == "local":
@@ -285,11 +376,11 @@ def _histogram(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
 
     def compute(t: Table, rng: Any, meter: Meter) -> Answer:
         x = t.columns[col.name]
-        rel = st.histogram(x, bins=edges, epsilon=eps, delta=dlt, accountant=meter, rng=rng)
+        rel = st.histogram(x, bins=edges, accountant=meter, rng=rng, **kw)
         return _answer(rel, alpha, labels)
 
     def accuracy() -> float:
-        return st.accuracy("histogram", epsilon=eps, delta=dlt, alpha=alpha)
+        return st.accuracy("histogram", alpha=alpha, **kw)
 
     return Prepared("histogram", eps, dlt, compute, accuracy=accuracy)
 

@@ -43,10 +43,10 @@ from dpkit.stats._common import (
 )
 from dpkit.stats._data import FloatArray, as_vector, check_bounds, check_n, refuse_empty_public
 from dpkit.stats._events import Neighbouring, is_replace
-from dpkit.stats._noisy import Part, plan
+from dpkit.stats._noisy import Part, Plan, plan
 from dpkit.stats._release import Release
 
-__all__ = ["corr", "cov"]
+__all__ = ["corr", "cov", "cov_parts", "cov_plan"]
 
 _REF_MEAN = 1.0 / math.sqrt(3.0)
 _REF_SECOND = 0.5  # E[u²] at the reference point (variance 1/6)
@@ -107,6 +107,38 @@ def _with_weight(p: Part, w: float) -> Part:
     return Part(p.name, p.exponent, p.sensitivity, w)
 
 
+def _cov_estimate(hxy: float, ddof: int) -> Callable[..., Any]:
+    def f(cnt: Any, su: Any, sv: Any, suv: Any) -> Any:
+        size = np.maximum(cnt, 1.0)
+        c = suv / size - (su / size) * (sv / size)
+        return hxy * c * size / np.maximum(size - ddof, 1.0)
+
+    return f
+
+
+def cov_plan(
+    parts: dict[str, Part], epsilon: float, delta: float, hxy: float, ddof: int, *, known: bool
+) -> Plan:
+    """The covariance's calibrated noise on ``Σu, Σv, Σuv`` (and the count unless n is public),
+    from public parameters only (the parts of :func:`cov_parts`, the product of the bounds'
+    half-ranges ``hxy``, ``ddof``)."""
+    w = gradient_weights(_cov_estimate(hxy, ddof), [1.0, _REF_MEAN, _REF_MEAN, _REF_CROSS])
+    use = [
+        _with_weight(parts["su"], w[1]),
+        _with_weight(parts["sv"], w[2]),
+        _with_weight(parts["suv"], w[3]),
+    ]
+    if not known:
+        use.append(Part("count", 0, 1, w[0]))
+    return plan(use, epsilon=epsilon, delta=delta)
+
+
+def cov_parts(bx: tuple[float, float], by: tuple[float, float], replace: bool) -> dict[str, Part]:
+    """The parts of :func:`cov` for checked bounds, before any data."""
+    empty = np.empty(0)
+    return _sums(empty, empty, bx, by, replace, centred=True)[0]
+
+
 def cov(
     x: object,
     y: object,
@@ -149,28 +181,17 @@ def cov(
     warn_large_delta(dlt, n_pub)
     parts, totals = _sums(xa, ya, bx, by, replace, centred=True)
     hxy = (bx[1] - bx[0]) / 2 * (by[1] - by[0]) / 2
-
-    def f(cnt: Any, su: Any, sv: Any, suv: Any) -> Any:
-        size = np.maximum(cnt, 1.0)
-        c = suv / size - (su / size) * (sv / size)
-        return hxy * c * size / np.maximum(size - ddof, 1.0)
-
-    w = gradient_weights(f, [1.0, _REF_MEAN, _REF_MEAN, _REF_CROSS])
-    use = [
-        _with_weight(parts["su"], w[1]),
-        _with_weight(parts["sv"], w[2]),
-        _with_weight(parts["suv"], w[3]),
-    ]
+    f = _cov_estimate(hxy, ddof)
+    pl = cov_plan(parts, eps, dlt, hxy, ddof, known=n_pub is not None)
     tot = [totals["su"], totals["sv"], totals["suv"]]
     if n_pub is None:
-        use.append(Part("count", 0, 1, w[0]))
         tot.append(int(xa.size))
         estimator: Callable[..., Any] = lambda su, sv, suv, cnt: f(cnt, su, sv, suv)  # noqa: E731
     else:
         size = float(n_pub)
         estimator = lambda su, sv, suv: f(size, su, sv, suv)  # noqa: E731
     rel = release_parts(
-        plan(use, epsilon=eps, delta=dlt),
+        pl,
         tot,
         estimator,
         delta=dlt,

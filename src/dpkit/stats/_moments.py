@@ -34,11 +34,11 @@ from dpkit.stats._common import (
 from dpkit.stats._data import as_vector, check_bounds, check_n, records, refuse_empty_public
 from dpkit.stats._events import Neighbouring, is_replace
 from dpkit.stats._fixed import fixed_sum, power_exponent
-from dpkit.stats._noisy import Part, plan
+from dpkit.stats._noisy import Part, Plan, plan
 from dpkit.stats._release import LinearNoise, Release
 from dpkit.stats._spark import is_spark, spark_count, spark_scaled_sums
 
-__all__ = ["count", "mean", "std", "sum", "var"]
+__all__ = ["count", "mean", "std", "sum", "var", "var_plan"]
 
 
 def count(
@@ -84,8 +84,8 @@ def count(
     >>> st.count(range(1000), rho=0.125, rng=0)
     Release(count=1001, rho=0.125, ci='exact noise quantiles')
     >>> r = st.count(range(1000), epsilon=1.0, rng=0)
-    >>> bool(abs(r.value - 1000) < 20)
-    True
+    >>> type(r.value).__name__, bool(abs(r.value - 1000) < 20)
+    ('int', True)
     >>> lo, hi = r.ci(0.05)
     >>> round(hi - r.value, 6)
     3.0
@@ -100,9 +100,11 @@ def count(
         charge(accountant, pl.event, "count", delta=dlt, rng=rng)
     (value,) = pl.draw([n], rng)
     noise = LinearNoise(((pl.parts[0], 1.0),))
+    # The count's output grid is the integers (or a coarser power of two): released as an int.
+    whole = int(value)
     if replace:
-        return Release(float(value), pl.event, "count", noise)
-    return Release(float(value), pl.event, "count", noise, delta=dlt, rho=r)
+        return Release(whole, pl.event, "count", noise)
+    return Release(whole, pl.event, "count", noise, delta=dlt, rho=r)
 
 
 def sum(
@@ -270,6 +272,21 @@ def _var_parts(
     return parts, out
 
 
+def var_plan(
+    bounds: tuple[float, float],
+    epsilon: float,
+    delta: float,
+    replace: bool,
+    known: bool,
+    sums: tuple[int, int, int] = (0, 0, 0),
+) -> tuple[Plan, list[int]]:
+    """The variance's calibrated noise (a function of public parameters only: checked bounds,
+    (ε, δ), the relation and whether n is public) and the parts' totals from ``sums``."""
+    _, ulo, uhi = normalise(np.empty(0), bounds)
+    parts, totals = _var_parts(sums, ulo, uhi, replace, known)
+    return plan(parts, epsilon=epsilon, delta=delta), totals
+
+
 def _variance(
     x: object,
     bounds: tuple[float, float],
@@ -293,10 +310,8 @@ def _variance(
         refuse_empty_public(sums[2], statistic)
         n_pub = sums[2]
     warn_large_delta(dlt, n_pub)
-    _, ulo, uhi = normalise(np.empty(0), (lo, hi))
-    parts, totals = _var_parts(sums, ulo, uhi, replace, n_pub is not None)
+    pl, totals = var_plan((lo, hi), eps, dlt, replace, n_pub is not None, sums)
     h2 = ((hi - lo) / 2) ** 2
-    pl = plan(parts, epsilon=eps, delta=dlt)
     bias = pl.parts[0].sd ** 2  # E[(S1 + Z)²] = S1² + Var(Z): corrected when n is known
 
     def estimate(s1: Any, s2: Any, cnt: Any = None, *, unbias: bool = True) -> Any:
