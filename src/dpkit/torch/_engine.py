@@ -159,11 +159,15 @@ def make_private(
     physical_batch_size : int, optional
         Examples per forward/backward pass (default ``batch_size``); a logical batch is cut into
         as many as it needs, the last padded and masked, so shapes never vary.
-    sampling : {"poisson", "shuffle"}
+    sampling : {"poisson", "shuffle", "fixed"}
         ``"poisson"``: each example in each step independently with probability q, accounted
         with amplification by subsampling (add/remove one example). ``"shuffle"``: a random
         permutation per epoch cut into full batches, accounted as what it is: one Gaussian per
         epoch with twice the sensitivity, replace-one neighbours, no amplification claimed.
+        ``"fixed"``: exactly ``batch_size`` examples drawn without replacement each step from
+        data of exactly ``n_samples`` examples, accounted as what it is: the subsampled Gaussian
+        without replacement under replace-one neighbours (twice the sensitivity; Balle, Barthe &
+        Gaboardi 2018), by PLD only (``accounting="rdp"`` is refused).
     clipping : {"flat", "per_layer"}
         Clip each example's whole gradient to C, or each layer's part to C/√L.
     units : array-like, optional

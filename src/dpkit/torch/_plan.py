@@ -10,6 +10,7 @@ from dpkit.accounting import (
     Event,
     GaussianEvent,
     PoissonSubsampledEvent,
+    SampledWithoutReplacementEvent,
     SelfComposedEvent,
     calibrate,
     epsilon_of,
@@ -19,7 +20,7 @@ from dpkit.noise import check_gaussian_scale, gaussian_grid, rounded_sensitivity
 
 __all__ = ["TrainingPlan", "plan_training"]
 
-SAMPLINGS = ("poisson", "shuffle")
+SAMPLINGS = ("poisson", "shuffle", "fixed")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,7 +31,10 @@ class TrainingPlan:
     iterate) satisfy ``event``, whose (ε, δ) is :meth:`epsilon`. For ``sampling="poisson"`` the
     event is ``steps`` Poisson-subsampled Gaussians with rate ``sample_rate`` under add/remove of
     one example (Abadi et al. 2016); for ``"shuffle"`` it is ``epochs`` Gaussians with twice the
-    sensitivity, under replacement of one example (no amplification by shuffling is claimed).
+    sensitivity, under replacement of one example (no amplification by shuffling is claimed); for
+    ``"fixed"`` it is ``steps`` Gaussians with twice the sensitivity on ``batch_size`` examples
+    drawn without replacement from ``n_samples``, under replacement of one example
+    (:class:`~dpkit.accounting.SampledWithoutReplacementEvent`, PLD accounting only).
     """
 
     noise_multiplier: float
@@ -56,7 +60,7 @@ class TrainingPlan:
     """How ε is computed from the event (``"auto"``: the better of PLD and RDP)."""
 
     def step_event(self) -> Event:
-        """The event of one step (Poisson) or one epoch (shuffle)."""
+        """The event of one step (Poisson, fixed) or one epoch (shuffle)."""
         e = self.event
         return e.event if isinstance(e, SelfComposedEvent) else e
 
@@ -65,7 +69,8 @@ class TrainingPlan:
         d = self.delta if delta is None else check_delta(delta, allow_zero=False)
         if steps <= 0:
             return 0.0
-        units = steps if self.sampling == "poisson" else -(-steps // self.steps_per_epoch)
+        per_step = self.sampling != "shuffle"
+        units = steps if per_step else -(-steps // self.steps_per_epoch)
         one = self.step_event()
         event = SelfComposedEvent(one, count=units) if units > 1 else one
         return float(epsilon_of(event, delta=d, method=self.accounting))
@@ -75,9 +80,14 @@ class TrainingPlan:
         return float(epsilon_of(self.event, delta=self.delta, method=self.accounting))
 
 
-def _step_event(sigma: float, sens: float, sampling: str, q: float) -> Event:
+def _step_event(sigma: float, sens: float, sampling: str, b: int, n: int) -> Event:
     if sampling == "poisson":
-        return PoissonSubsampledEvent(GaussianEvent(sigma=sigma, sensitivity=sens), sampling_rate=q)
+        gauss = GaussianEvent(sigma=sigma, sensitivity=sens)
+        return PoissonSubsampledEvent(gauss, sampling_rate=b / n)
+    if sampling == "fixed":
+        # replace one example: a batch holding it changes its sum by at most 2Δ
+        gauss = GaussianEvent(sigma=sigma, sensitivity=2 * sens)
+        return SampledWithoutReplacementEvent(gauss, sample_size=b, population_size=n)
     # replace one example: one batch of the epoch changes, its sum by at most 2Δ
     return GaussianEvent(sigma=sigma, sensitivity=2 * sens)
 
@@ -101,7 +111,9 @@ def plan_training(
     (σ = it · Δ) or ``target_epsilon`` (the smallest multiplier whose run is (ε, δ)-DP, by
     dpkit's accountant: ``accounting="auto"`` takes the better of PLD (Doroshenko et al. 2022)
     and RDP (Mironov, Talwar & Zhang 2019); ``"pld"`` or ``"rdp"`` one of them, ``"rdp"``
-    being the fastest to calibrate).
+    being the fastest to calibrate). ``sampling="fixed"`` (``batch_size`` examples drawn without
+    replacement each step, neighbours by replacement of one example) is accounted by PLD only:
+    dpkit has no Rényi bound for it, and ``accounting="rdp"`` is refused.
 
     Examples
     --------
@@ -113,7 +125,13 @@ def plan_training(
     if accounting not in ("auto", "pld", "rdp"):
         raise PrivacyParameterError('accounting must be "auto", "pld" or "rdp".')
     if sampling not in SAMPLINGS:
-        raise PrivacyParameterError('sampling must be "poisson" or "shuffle".')
+        raise PrivacyParameterError('sampling must be "poisson", "shuffle" or "fixed".')
+    if sampling == "fixed" and accounting == "rdp":
+        raise PrivacyParameterError(
+            'sampling="fixed" (without replacement) is accounted by PLD only: use '
+            'accounting="pld" or "auto" (dpkit has no Rényi bound for it, and Poisson accounting '
+            "would not describe this sampler)."
+        )
     for v, name in ((n_samples, "n_samples"), (batch_size, "batch_size"), (dimension, "dimension")):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise PrivacyParameterError(f"{name} must be a positive int.")
@@ -127,22 +145,24 @@ def plan_training(
         raise PrivacyParameterError("give exactly one of noise_multiplier and target_epsilon.")
     q = batch_size / n_samples
     per_epoch = (
-        math.ceil(n_samples / batch_size) if sampling == "poisson" else n_samples // batch_size
+        n_samples // batch_size if sampling == "shuffle" else math.ceil(n_samples / batch_size)
     )
     steps = math.ceil(epochs * n_samples / batch_size)
     if sampling == "shuffle":
         if epochs != int(epochs):
             raise PrivacyParameterError('sampling="shuffle" needs a whole number of epochs.')
         steps = int(epochs) * per_epoch
-    units = steps if sampling == "poisson" else int(epochs)
+    units = int(epochs) if sampling == "shuffle" else steps
 
     if target_epsilon is not None:
         z = calibrate(
-            lambda s: _step_event(s, 1.0, sampling, q),
+            lambda s: _step_event(s, 1.0, sampling, batch_size, n_samples),
             epsilon=target_epsilon,
             delta=d,
             count=units,
-            lower=0.05,
+            # below 0.5 the fixed-size pair's losses outgrow the PLD grid (and no other method
+            # accounts for it); such a small multiplier is far from any useful ε anyway
+            lower=0.5 if sampling == "fixed" else 0.05,
             upper=1e3,
             tolerance=1e-4,
             method=accounting,
@@ -155,7 +175,7 @@ def plan_training(
     sens = rounded_sensitivity(max_grad_norm, grid, coordinates=dimension, norm=2)
     sigma = math.nextafter(z * sens, math.inf)
     check_gaussian_scale(sigma, grid)
-    one = _step_event(sigma, sens, sampling, q)
+    one = _step_event(sigma, sens, sampling, batch_size, n_samples)
     return TrainingPlan(
         noise_multiplier=z,
         sigma=sigma,
