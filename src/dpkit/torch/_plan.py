@@ -38,7 +38,7 @@ class TrainingPlan:
     """
 
     noise_multiplier: float
-    """σ / Δ."""
+    """z: σ / Δ (with adaptive clipping, of the gradient sum and the count together)."""
     sigma: float
     """Standard deviation of the noise added to each step's clipped gradient sum."""
     grid: int
@@ -58,6 +58,10 @@ class TrainingPlan:
     """The whole run."""
     accounting: str = "auto"
     """How ε is computed from the event (``"auto"``: the better of PLD and RDP)."""
+    count_sigma: float = 0.0
+    """Adaptive clipping: σ_b, the noise of each step's count of unclipped examples (0: off)."""
+    count_grid: int = 0
+    """Grid exponent of the count's noise."""
 
     def step_event(self) -> Event:
         """The event of one step (Poisson, fixed) or one epoch (shuffle)."""
@@ -104,6 +108,7 @@ def plan_training(
     noise_multiplier: float | None = None,
     target_epsilon: float | None = None,
     accounting: str = "auto",
+    count_noise: float | None = None,
 ) -> TrainingPlan:
     """Calibrate a DP-SGD run from public quantities only.
 
@@ -114,6 +119,14 @@ def plan_training(
     being the fastest to calibrate). ``sampling="fixed"`` (``batch_size`` examples drawn without
     replacement each step, neighbours by replacement of one example) is accounted by PLD only:
     dpkit has no Rényi bound for it, and ``accounting="rdp"`` is refused.
+
+    ``count_noise`` (σ_b) plans adaptive clipping (Andrew, Thakkar, McMahan & Ramaswamy 2021,
+    "Differentially Private Learning with Adaptive Clipping"): each step also releases the
+    number of examples whose gradient was not clipped, centred (Σ(b_i − ½), sensitivity ½) plus
+    N(0, σ_b²). The two releases together are one Gaussian mechanism whose noise multiplier is
+    the declared one, z, when the gradient sum gets the multiplier
+    ``z_Δ = (z⁻² − (2σ_b)⁻²)^(−1/2)`` (their Theorem 1), so ``sigma = z_Δ·Δ`` and the event and
+    ε are those of the plain run with multiplier z. Needs ``2σ_b > z``.
 
     Examples
     --------
@@ -171,11 +184,34 @@ def plan_training(
         if not isinstance(noise_multiplier, int | float) or not noise_multiplier > 0:
             raise PrivacyParameterError("noise_multiplier must be a finite positive number.")
         z = float(noise_multiplier)
-    grid = gaussian_grid(2 * z * max_grad_norm)
+    z_grad, count_sigma, count_grid, count_sens = z, 0.0, 0, 0.0
+    if count_noise is not None:
+        if isinstance(count_noise, bool) or not isinstance(count_noise, int | float):
+            raise PrivacyParameterError("count_noise must be a finite positive number.")
+        count_sigma = float(count_noise)
+        if not math.isfinite(count_sigma) or count_sigma <= 0:
+            raise PrivacyParameterError("count_noise must be a finite positive number.")
+        count_grid = gaussian_grid(count_sigma)
+        check_gaussian_scale(count_sigma, count_grid)
+        count_sens = rounded_sensitivity(0.5, count_grid, coordinates=1, norm=2)
+        left = z**-2 - (count_sens / count_sigma) ** 2
+        if not left > 0:
+            raise PrivacyParameterError(
+                "count_noise is too small for this noise multiplier: adaptive clipping needs "
+                "2·count_noise > noise_multiplier (the count's noise alone would spend the whole "
+                "budget); raise count_noise."
+            )
+        z_grad = left**-0.5
+    grid = gaussian_grid(2 * z_grad * max_grad_norm)
     sens = rounded_sensitivity(max_grad_norm, grid, coordinates=dimension, norm=2)
-    sigma = math.nextafter(z * sens, math.inf)
+    sigma = math.nextafter(z_grad * sens, math.inf)
     check_gaussian_scale(sigma, grid)
-    one = _step_event(sigma, sens, sampling, batch_size, n_samples)
+    if count_noise is None:
+        one = _step_event(sigma, sens, sampling, batch_size, n_samples)
+    else:
+        # the sum and the count as one Gaussian: (Δ/σ)² + (Δ_b/σ_b)² = 1/z², rounded safe
+        ratio = math.nextafter(math.hypot(sens / sigma, count_sens / count_sigma), math.inf)
+        one = _step_event(math.nextafter(sens / ratio, 0.0), sens, sampling, batch_size, n_samples)
     return TrainingPlan(
         noise_multiplier=z,
         sigma=sigma,
@@ -190,4 +226,6 @@ def plan_training(
         delta=d,
         event=SelfComposedEvent(one, count=units) if units > 1 else one,
         accounting=accounting,
+        count_sigma=count_sigma,
+        count_grid=count_grid,
     )
