@@ -76,8 +76,10 @@ def audit_training(
     ----------
     train : callable
         ``train(dataset) -> model``; e.g. ``make_private(...)`` then ``fit``. The dataset is a
-        map-style dataset of ``(x, y)`` pairs; its size depends on the coins, so ``train`` should
-        declare ``n_samples=len(dataset)`` (this is an experiment, not a release).
+        map-style dataset of ``(x, y)`` pairs whose size depends on the coins: ``train`` must
+        declare a size that does not, e.g. ``n_samples=len(data) + m // 2`` (Poisson sampling
+        then draws from the examples actually there). Declaring ``len(dataset)`` would make the
+        sampling rate and the divisor depend on every coin, outside the guarantee audited.
     data : Dataset
         The other training examples, ``(x, y)`` pairs (a ``TensorDataset`` is fastest).
     canaries : (Tensor, Tensor)

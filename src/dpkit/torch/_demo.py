@@ -66,7 +66,7 @@ def demo() -> None:
     def train_eps8(ds: TensorDataset) -> nn.Module:
         model = net()
         run = make_private(
-            model, torch.optim.SGD(model.parameters(), lr=2.0), ds, n_samples=len(ds),
+            model, torch.optim.SGD(model.parameters(), lr=2.0), ds, n_samples=n + 50,
             batch_size=128, epochs=3, max_grad_norm=1.0, delta=1e-5, target_epsilon=8.0,
             accounting="rdp", rng=seeded(SEED),
         )  # fmt: skip
