@@ -13,7 +13,7 @@ def demo() -> None:
     from sklearn import datasets  # type: ignore[import-untyped]
     from sklearn.model_selection import train_test_split  # type: ignore[import-untyped]
     from torch import nn
-    from torch.utils.data import TensorDataset
+    from torch.utils.data import Dataset, TensorDataset
 
     from dpkit.random import seeded
     from dpkit.torch import make_private
@@ -63,7 +63,7 @@ def demo() -> None:
     # secret coin, one (short: 3 epochs) training run at eps=8, canaries scored by their loss
     from dpkit.torch import audit_training, random_canaries
 
-    def train_eps8(ds: TensorDataset) -> nn.Module:
+    def train_eps8(ds: Dataset[tuple[torch.Tensor, ...]]) -> nn.Module:
         model = net()
         run = make_private(
             model, torch.optim.SGD(model.parameters(), lr=2.0), ds, n_samples=n + 50,
