@@ -49,6 +49,21 @@ def test_p_value_is_the_theorem_exact_binomial_tail(m, r, v, eps, delta):
     assert got == pytest.approx(_p_value_by_hand(m, r, v, eps, delta), rel=1e-9, abs=1e-15)
 
 
+@pytest.mark.parametrize(
+    ("m", "r", "v", "delta", "published"),
+    [
+        (100, 100, 75, 0.0, 0.702),  # m = r: no abstention, δ = 0
+        (100, 100, 75, 1e-4, 0.699),
+        (1000, 100, 75, 1e-4, 0.673),  # the worked example of their appendix D
+        (100_000, 1510, 1439, 1e-5, 2.675),  # a result reported in their experiments
+    ],
+)
+def test_epsilon_reproduces_the_papers_numbers(m, r, v, delta, published):
+    # Steinke, Nasr & Jagielski (2023), values printed to three decimals at 95% confidence
+    got = one_run_epsilon(canaries=m, guesses=r, correct=v, delta=delta, confidence=0.95)
+    assert got == pytest.approx(published, abs=1e-3)
+
+
 def test_epsilon_with_every_guess_right_and_delta_zero_is_closed_form():
     # P[Bin(r, q) ≥ r] = q^r: the bound is log(q/(1−q)) at q = (1−confidence)^(1/r)
     for r, conf in ((100, 0.95), (30, 0.99), (500, 0.9)):
