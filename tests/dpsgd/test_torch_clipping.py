@@ -191,7 +191,7 @@ def test_tied_weights_and_bad_losses_refused() -> None:
     with pytest.raises(PrivacyParameterError, match="reduction"):
         clipper.accumulate(model(torch.randn(4, 3)).sum(), torch.ones(4, dtype=torch.bool))
     with pytest.raises(PrivacyParameterError, match="clipping"):
-        Clipper(model, max_grad_norm=1.0, clipping="adaptive")
+        Clipper(model, max_grad_norm=1.0, clipping="automatic")
 
 
 def test_unit_level_norms_are_of_each_units_summed_gradient() -> None:

@@ -33,6 +33,7 @@ from dpkit.accounting._events import (
     PureDPEvent,
     RandomizedResponseEvent,
     ReportNoisyMaxEvent,
+    SampledWithoutReplacementEvent,
     SelfComposedEvent,
     ZCDPEvent,
 )
@@ -72,6 +73,7 @@ __all__ = [
     "PureDPEvent",
     "RandomizedResponseEvent",
     "ReportNoisyMaxEvent",
+    "SampledWithoutReplacementEvent",
     "SelfComposedEvent",
     "ZCDPEvent",
     "calibrate",

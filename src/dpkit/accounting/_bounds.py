@@ -23,6 +23,7 @@ from dpkit.accounting._events import (
     PureDPEvent,
     RandomizedResponseEvent,
     ReportNoisyMaxEvent,
+    SampledWithoutReplacementEvent,
     SelfComposedEvent,
     ZCDPEvent,
 )
@@ -71,6 +72,10 @@ def pure_epsilon(event: Event) -> float | None:
             return e
         # Balle, Barthe & Gaboardi (2018), Theorem 8: log(1 + q(e^ε - 1)).
         return _up(math.log1p(event.sampling_rate * math.expm1(e)))
+    if isinstance(event, SampledWithoutReplacementEvent):
+        e = pure_epsilon(event.event)
+        # Balle, Barthe & Gaboardi (2018), Theorem 10 (substitution): log(1 + γ(e^ε - 1)).
+        return None if e is None else _up(math.log1p(event.sampling_rate * math.expm1(e)))
     return None
 
 
@@ -125,6 +130,12 @@ def approx_bound(event: Event, delta: float) -> tuple[float, float] | None:
         if event.neighbouring is Neighbouring.REPLACE:
             return inner.epsilon, q * inner.delta
         return _up(math.log1p(q * math.expm1(inner.epsilon))), q * inner.delta
+    if isinstance(event, SampledWithoutReplacementEvent) and isinstance(event.event, ApproxDPEvent):
+        g, inner_ad = event.sampling_rate, event.event
+        if g * inner_ad.delta > delta:
+            return None
+        # Balle, Barthe & Gaboardi (2018), Theorem 10: (log(1 + γ(e^ε − 1)), γδ)
+        return _up(math.log1p(g * math.expm1(inner_ad.epsilon))), g * inner_ad.delta
     r = zcdp_rho(event)
     if r is not None and delta > 0:
         return zcdp_epsilon(r, delta), delta

@@ -35,6 +35,7 @@ from dpkit.accounting._events import (
     PureDPEvent,
     RandomizedResponseEvent,
     ReportNoisyMaxEvent,
+    SampledWithoutReplacementEvent,
 )
 from dpkit.accounting._guarantees import Neighbouring
 
@@ -302,15 +303,52 @@ def _event_atoms(event: Event) -> tuple[Array, Array, Array, float, float] | Non
     return None
 
 
+def _symmetrised(pmf: Pmf, h: float) -> Pmf:
+    """The symmetric PLD that agrees with ``pmf`` on positive losses (Dong, Roth & Su 2022).
+
+    Mass ``p`` at loss ``l > 0`` is kept and mirrored to ``−l`` with mass ``p·e^{−l}`` (the other
+    distribution's mass there), the rest sits at loss 0 (the tradeoff curve's segment of slope
+    −1). δ(ε) for ε ≥ 0 is unchanged; the pair it describes has the same PLD in both orders.
+    """
+    idx = pmf.offset + np.arange(pmf.probs.size)
+    pos = idx > 0
+    top = int(idx[pos].max()) if pos.any() else 0
+    full = np.zeros(2 * top + 1)
+    p = pmf.probs[pos]
+    full[top + idx[pos]] = p
+    full[top - idx[pos]] = p * np.exp(-idx[pos] * h)
+    zero = 1.0 - pmf.inf - float(full.sum())
+    if zero < -1e-9:  # pragma: no cover - the pair's tradeoff would not be a valid one
+        raise Unsupported("no symmetric dominating pair for this event")
+    full[top] = max(zero, 0.0)
+    # the mirrored far-negative losses carry mass p·e^{−l}: below 1e-15 in all it is moved up to
+    # the first kept loss (pessimistic, as in composition), which keeps the grid short
+    cut = int(np.searchsorted(np.cumsum(full), 1e-15, side="right"))
+    cut = min(cut, top)
+    if cut > 0:
+        full[cut] += float(full[:cut].sum())
+        full = full[cut:]
+    return Pmf(cut - top, full, pmf.inf)
+
+
 def event_pmfs(event: Event, h: float) -> tuple[Pmf, Pmf | None]:
     """(remove, add) PLDs of one leaf event on the grid h·ℤ; add is None when it equals remove."""
+    if isinstance(event, SampledWithoutReplacementEvent):
+        inner_event = event.event
+        if isinstance(inner_event, PoissonSubsampledEvent | SampledWithoutReplacementEvent):
+            raise Unsupported("nested subsampling")
+        # ((1−γ)Q + γP, Q) is the Poisson remove pair of the same inner pair at rate γ
+        rem, _ = event_pmfs(
+            PoissonSubsampledEvent(inner_event, sampling_rate=event.sampling_rate), h
+        )
+        return _symmetrised(rem, h), None
     q = 1.0
     inner = event
     replace = False
     if isinstance(event, PoissonSubsampledEvent):
         q, inner = event.sampling_rate, event.event
         replace = event.neighbouring is Neighbouring.REPLACE
-        if isinstance(inner, PoissonSubsampledEvent):
+        if isinstance(inner, PoissonSubsampledEvent | SampledWithoutReplacementEvent):
             raise Unsupported("nested subsampling")
     if replace:
         # Common-atom mixture: loss 0 with probability 1 - q, the inner loss with probability q.

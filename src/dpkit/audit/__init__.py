@@ -9,6 +9,8 @@ claimed ε, the implementation is wrong.
 
 * :func:`epsilon_lower_bound` audits any callable; :func:`epsilon_from_counts` is the bound from
   error counts alone; :func:`clopper_pearson` the exact interval.
+* :func:`one_run_audit` audits a training run in one run (Steinke, Nasr & Jagielski 2023):
+  canaries included by secret coins, one score each, :func:`one_run_bound` the ε lower bound.
 * Regions (:class:`Above`, :class:`Below`, :class:`Interval`, :class:`InBins`, :class:`InSet`,
   :class:`OnLattice`, :class:`Residue`, …) describe tests.
 """
@@ -17,6 +19,14 @@ from __future__ import annotations
 
 from dpkit.audit._audit import epsilon_lower_bound, is_batched
 from dpkit.audit._clopper_pearson import clopper_pearson
+from dpkit.audit._one_run import (
+    OneRunResult,
+    draw_canary_coins,
+    one_run_audit,
+    one_run_bound,
+    one_run_epsilon,
+    one_run_p_value,
+)
 from dpkit.audit._regions import (
     Above,
     Below,
@@ -45,12 +55,18 @@ __all__ = [
     "LinearScore",
     "OffLattice",
     "OnLattice",
+    "OneRunResult",
     "Predicate",
     "Region",
     "Residue",
     "RowsIn",
     "clopper_pearson",
+    "draw_canary_coins",
     "epsilon_from_counts",
     "epsilon_lower_bound",
     "is_batched",
+    "one_run_audit",
+    "one_run_bound",
+    "one_run_epsilon",
+    "one_run_p_value",
 ]

@@ -18,6 +18,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("dpkit.torch needs PyTorch: pip install 'dpkit[torch]'.") from exc
 
+from dpkit.torch._audit import audit_training, random_canaries
 from dpkit.torch._convert import replace_batchnorm
 from dpkit.torch._engine import PrivateTraining, make_private
 from dpkit.torch._optimizer import PrivateOptimizer
@@ -30,7 +31,9 @@ __all__ = [
     "PrivateOptimizer",
     "PrivateTraining",
     "TrainingPlan",
+    "audit_training",
     "make_private",
     "plan_training",
+    "random_canaries",
     "replace_batchnorm",
 ]

@@ -6,6 +6,12 @@ no parameter gradient is computed twice), turns them into per-example norms laye
 (:mod:`dpkit.torch._layers`), and adds ``Σ_i c_i ∇loss_i`` with ``c_i = min(1, C/‖∇loss_i‖)`` to
 running sums. Padded examples and examples whose gradient is not finite get ``c_i = 0`` and are
 zeroed before any product, so a NaN in one record cannot reach the sum.
+
+Adaptive clipping (Andrew, Thakkar, McMahan & Ramaswamy 2021, "Differentially Private Learning
+with Adaptive Clipping") clips to the current norm C_t, rescales each clipped gradient by C₀/C_t
+(so the sum keeps the planned sensitivity C₀ and the planned noise; the optimizer scales the noisy
+sum back by C_t/C₀) and counts Σ(b_i − ½) with b_i = [‖g_i‖ ≤ C_t]; after each step the noisy
+count moves C_t geometrically toward the target quantile of the norms.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from dpkit.errors import PrivacyParameterError
+from dpkit.noise import gaussian
 from dpkit.torch._layers import Captured, LayerRule, rule_for
 
 __all__ = ["Clipper", "check_module"]
@@ -62,12 +69,32 @@ class Clipper:
 
     ``clipping="flat"`` clips each example's whole gradient to ``max_grad_norm``;
     ``"per_layer"`` clips each layer's part to ``max_grad_norm/√L`` (L layers), so the whole
-    gradient's norm is again at most ``max_grad_norm``.
+    gradient's norm is again at most ``max_grad_norm``; ``"adaptive"`` clips the whole gradient
+    to a norm that follows the ``target_quantile`` of the gradient norms (see the module).
     """
 
-    def __init__(self, model: nn.Module, *, max_grad_norm: float, clipping: str) -> None:
-        if clipping not in ("flat", "per_layer"):
-            raise PrivacyParameterError('clipping must be "flat" or "per_layer".')
+    def __init__(
+        self,
+        model: nn.Module,
+        *,
+        max_grad_norm: float,
+        clipping: str,
+        target_quantile: float = 0.5,
+        clip_learning_rate: float = 0.2,
+    ) -> None:
+        if clipping not in ("flat", "per_layer", "adaptive"):
+            raise PrivacyParameterError('clipping must be "flat", "per_layer" or "adaptive".')
+        for v, name, lo, hi in (
+            (target_quantile, "target_quantile", 0.0, 1.0),
+            (clip_learning_rate, "clip_learning_rate", 0.0, math.inf),
+        ):
+            if isinstance(v, bool) or not isinstance(v, int | float) or not lo < v < hi:
+                raise PrivacyParameterError(f"{name} must be a number in ({lo:g}, {hi:g}).")
+        self.adaptive = clipping == "adaptive"
+        self.target_quantile = float(target_quantile)
+        self.clip_learning_rate = float(clip_learning_rate)
+        self.clip_norm = float(max_grad_norm)  # C_t (adaptive), starts at C₀
+        self.unclipped = 0.0  # Σ(b_i − ½) over the logical batch (adaptive)
         self.model = model
         self.rules: list[LayerRule] = [rule_for(m) for m in check_module(model)]
         self.params = [p for r in self.rules for p in r.params]
@@ -109,6 +136,28 @@ class Clipper:
     def reset(self) -> None:
         """Forget the running sums (start of a logical batch)."""
         self._sums = None
+        self.unclipped = 0.0
+
+    @property
+    def output_scale(self) -> float:
+        """C_t/C₀: what the noisy sum of rescaled gradients is multiplied by (1 unless adaptive)."""
+        return self.clip_norm / self.max_grad_norm if self.adaptive else 1.0
+
+    def adapt(self, gen: Any, *, count_sigma: float, count_grid: int, expected: float) -> None:
+        """Noise the count of unclipped gradients and move C_t toward the target quantile.
+
+        ``b̃ = (Σ(b_i − ½) + N(0, σ_b²)) / expected + ½`` estimates the fraction unclipped (the
+        expected batch size is public; the true one is not) and
+        ``C_{t+1} = C_t · exp(−η (b̃ − γ))`` (Andrew et al. 2021, geometric update).
+        """
+        if not self.adaptive:
+            return
+        noisy = float(gaussian(self.unclipped, count_sigma, grid=count_grid, rng=gen))
+        frac = noisy / expected + 0.5
+        step = max(-50.0, min(50.0, -self.clip_learning_rate * (frac - self.target_quantile)))
+        # a data-independent range keeps C_t a normal positive float whatever the noise draws
+        c0 = self.max_grad_norm
+        self.clip_norm = min(max(self.clip_norm * math.exp(step), c0 * 1e-12), c0 * 1e12)
 
     def discard(self) -> None:
         """Forget recorded layer calls (a forward pass that will not be backpropagated)."""
@@ -201,11 +250,16 @@ class Clipper:
                 for r, c in zip(self.rules, layer_calls, strict=True)
             ]
         )
-        if self.clipping == "flat":
-            bound = self.max_grad_norm * _MARGIN
+        if self.clipping != "per_layer":
+            norm = self.clip_norm if self.adaptive else self.max_grad_norm
+            bound = norm * _MARGIN
             total = norms2.sum(0).sqrt()
             ok = mask & torch.isfinite(total)
             c = torch.where(ok, (bound / total.clamp_min(1e-300)).clamp(max=1.0), 0.0)
+            if self.adaptive:
+                below = int((ok & (total <= norm)).sum())
+                self.unclipped += below - 0.5 * int(mask.sum())
+                c = c * (self.max_grad_norm / norm)  # sensitivity C₀ as planned
             factors = [c] * len(self.rules)
             keep = ok
         else:

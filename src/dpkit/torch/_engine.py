@@ -123,6 +123,9 @@ def make_private(
     physical_batch_size: int | None = None,
     sampling: str = "poisson",
     clipping: str = "flat",
+    target_quantile: float = 0.5,
+    clip_learning_rate: float = 0.2,
+    count_noise: float | None = None,
     units: Any = None,
     max_examples_per_unit: int | None = None,
     accountant: SupportsCharge | None = None,
@@ -159,13 +162,27 @@ def make_private(
     physical_batch_size : int, optional
         Examples per forward/backward pass (default ``batch_size``); a logical batch is cut into
         as many as it needs, the last padded and masked, so shapes never vary.
-    sampling : {"poisson", "shuffle"}
+    sampling : {"poisson", "shuffle", "fixed"}
         ``"poisson"``: each example in each step independently with probability q, accounted
         with amplification by subsampling (add/remove one example). ``"shuffle"``: a random
         permutation per epoch cut into full batches, accounted as what it is: one Gaussian per
         epoch with twice the sensitivity, replace-one neighbours, no amplification claimed.
-    clipping : {"flat", "per_layer"}
-        Clip each example's whole gradient to C, or each layer's part to C/√L.
+        ``"fixed"``: exactly ``batch_size`` examples drawn without replacement each step from
+        data of exactly ``n_samples`` examples, accounted as what it is: the subsampled Gaussian
+        without replacement under replace-one neighbours (twice the sensitivity; Balle, Barthe &
+        Gaboardi 2018), by PLD only (``accounting="rdp"`` is refused).
+    clipping : {"flat", "per_layer", "adaptive"}
+        Clip each example's whole gradient to C, or each layer's part to C/√L, or (adaptive
+        clipping, Andrew, Thakkar, McMahan & Ramaswamy 2021) the whole gradient to a norm C_t
+        that starts at ``max_grad_norm`` and after each step moves geometrically toward the
+        ``target_quantile`` of the gradient norms, from a noisy count of the unclipped ones:
+        ``C_{t+1} = C_t·exp(−clip_learning_rate·(b̃ − target_quantile))``. The count's noise
+        ``count_noise`` (σ_b, default ``batch_size/20`` as the paper recommends) is paid from
+        the declared budget: the gradient noise multiplier becomes
+        ``(z⁻² − (2σ_b)⁻²)^(−1/2)`` so that sum and count together are the run of multiplier z
+        (see :func:`plan_training`). Noise scales with C_t.
+    target_quantile, clip_learning_rate, count_noise : float
+        γ, η and σ_b of adaptive clipping (used only with ``clipping="adaptive"``).
     units : array-like, optional
         User-level privacy (Charles et al. 2024, "Fine-tuning large language models with
         user-level differential privacy", user-level sampling): one privacy-unit id per example
@@ -233,7 +250,15 @@ def make_private(
         raise PrivacyParameterError("physical_batch_size must be a positive int.")
     if not isinstance(model, nn.Module) or not isinstance(optimizer, torch.optim.Optimizer):
         raise PrivacyParameterError("model must be a torch.nn.Module and optimizer an Optimizer.")
-    clipper = Clipper(model, max_grad_norm=max_grad_norm, clipping=clipping)
+    clipper = Clipper(
+        model,
+        max_grad_norm=max_grad_norm,
+        clipping=clipping,
+        target_quantile=target_quantile,
+        clip_learning_rate=clip_learning_rate,
+    )
+    if clipping == "adaptive" and count_noise is None:
+        count_noise = b / 20  # σ_b = expected batch / 20 (Andrew et al. 2021)
     try:  # a refusal leaves the model unhooked, as it was
         plan: TrainingPlan = plan_training(
             n_samples=n_samples,
@@ -246,6 +271,7 @@ def make_private(
             noise_multiplier=noise_multiplier,
             target_epsilon=target_epsilon,
             accounting=accounting,
+            count_noise=count_noise if clipping == "adaptive" else None,
         )
         gen = as_generator(rng)
         loader = PrivateLoader(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -135,6 +136,7 @@ class PrivateOptimizer:
         flat = torch.cat([s.reshape(-1) for s in sums]).to(torch.float64).numpy()
         noisy = np.asarray(gaussian(flat, self.plan.sigma, grid=self.plan.grid, rng=self._gen))
         noisy /= self.plan.expected_batch_size
+        noisy *= self.clipper.output_scale  # adaptive clipping: back from C₀ to C_t
         out = torch.from_numpy(noisy)
         k = 0
         for p, s in zip(self.clipper.params, sums, strict=True):
@@ -144,6 +146,12 @@ class PrivateOptimizer:
         self.steps_taken += 1
         self.loader.position = self.steps_taken
         self.original_optimizer.step()
+        self.clipper.adapt(
+            self._gen,
+            count_sigma=self.plan.count_sigma,
+            count_grid=self.plan.count_grid,
+            expected=self.plan.expected_batch_size,
+        )
         self.clipper.reset()
         self.loader.current = None
         self._batch = None
@@ -151,7 +159,10 @@ class PrivateOptimizer:
 
     def state_dict(self) -> dict[str, Any]:
         """The wrapped optimizer's state and the number of private steps taken."""
-        return {"optimizer": self.original_optimizer.state_dict(), "steps_taken": self.steps_taken}
+        state = {"optimizer": self.original_optimizer.state_dict(), "steps_taken": self.steps_taken}
+        if self.clipper.adaptive:
+            state["clip_norm"] = self.clipper.clip_norm
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` (the steps taken count against the same plan)."""
@@ -161,3 +172,8 @@ class PrivateOptimizer:
             raise PrivacyParameterError("steps_taken must be an int, at least the steps taken.")
         self.steps_taken = taken
         self.loader.position = taken
+        if self.clipper.adaptive and "clip_norm" in state:
+            c = state["clip_norm"]
+            if isinstance(c, bool) or not isinstance(c, float) or not 0 < c < math.inf:
+                raise PrivacyParameterError("clip_norm must be a finite positive float.")
+            self.clipper.clip_norm = c

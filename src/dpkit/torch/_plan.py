@@ -10,6 +10,7 @@ from dpkit.accounting import (
     Event,
     GaussianEvent,
     PoissonSubsampledEvent,
+    SampledWithoutReplacementEvent,
     SelfComposedEvent,
     calibrate,
     epsilon_of,
@@ -19,7 +20,7 @@ from dpkit.noise import check_gaussian_scale, gaussian_grid, rounded_sensitivity
 
 __all__ = ["TrainingPlan", "plan_training"]
 
-SAMPLINGS = ("poisson", "shuffle")
+SAMPLINGS = ("poisson", "shuffle", "fixed")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,11 +31,14 @@ class TrainingPlan:
     iterate) satisfy ``event``, whose (ε, δ) is :meth:`epsilon`. For ``sampling="poisson"`` the
     event is ``steps`` Poisson-subsampled Gaussians with rate ``sample_rate`` under add/remove of
     one example (Abadi et al. 2016); for ``"shuffle"`` it is ``epochs`` Gaussians with twice the
-    sensitivity, under replacement of one example (no amplification by shuffling is claimed).
+    sensitivity, under replacement of one example (no amplification by shuffling is claimed); for
+    ``"fixed"`` it is ``steps`` Gaussians with twice the sensitivity on ``batch_size`` examples
+    drawn without replacement from ``n_samples``, under replacement of one example
+    (:class:`~dpkit.accounting.SampledWithoutReplacementEvent`, PLD accounting only).
     """
 
     noise_multiplier: float
-    """σ / Δ."""
+    """z: σ / Δ (with adaptive clipping, of the gradient sum and the count together)."""
     sigma: float
     """Standard deviation of the noise added to each step's clipped gradient sum."""
     grid: int
@@ -54,9 +58,13 @@ class TrainingPlan:
     """The whole run."""
     accounting: str = "auto"
     """How ε is computed from the event (``"auto"``: the better of PLD and RDP)."""
+    count_sigma: float = 0.0
+    """Adaptive clipping: σ_b, the noise of each step's count of unclipped examples (0: off)."""
+    count_grid: int = 0
+    """Grid exponent of the count's noise."""
 
     def step_event(self) -> Event:
-        """The event of one step (Poisson) or one epoch (shuffle)."""
+        """The event of one step (Poisson, fixed) or one epoch (shuffle)."""
         e = self.event
         return e.event if isinstance(e, SelfComposedEvent) else e
 
@@ -65,7 +73,8 @@ class TrainingPlan:
         d = self.delta if delta is None else check_delta(delta, allow_zero=False)
         if steps <= 0:
             return 0.0
-        units = steps if self.sampling == "poisson" else -(-steps // self.steps_per_epoch)
+        per_step = self.sampling != "shuffle"
+        units = steps if per_step else -(-steps // self.steps_per_epoch)
         one = self.step_event()
         event = SelfComposedEvent(one, count=units) if units > 1 else one
         return float(epsilon_of(event, delta=d, method=self.accounting))
@@ -75,9 +84,14 @@ class TrainingPlan:
         return float(epsilon_of(self.event, delta=self.delta, method=self.accounting))
 
 
-def _step_event(sigma: float, sens: float, sampling: str, q: float) -> Event:
+def _step_event(sigma: float, sens: float, sampling: str, b: int, n: int) -> Event:
     if sampling == "poisson":
-        return PoissonSubsampledEvent(GaussianEvent(sigma=sigma, sensitivity=sens), sampling_rate=q)
+        gauss = GaussianEvent(sigma=sigma, sensitivity=sens)
+        return PoissonSubsampledEvent(gauss, sampling_rate=b / n)
+    if sampling == "fixed":
+        # replace one example: a batch holding it changes its sum by at most 2Δ
+        gauss = GaussianEvent(sigma=sigma, sensitivity=2 * sens)
+        return SampledWithoutReplacementEvent(gauss, sample_size=b, population_size=n)
     # replace one example: one batch of the epoch changes, its sum by at most 2Δ
     return GaussianEvent(sigma=sigma, sensitivity=2 * sens)
 
@@ -94,6 +108,7 @@ def plan_training(
     noise_multiplier: float | None = None,
     target_epsilon: float | None = None,
     accounting: str = "auto",
+    count_noise: float | None = None,
 ) -> TrainingPlan:
     """Calibrate a DP-SGD run from public quantities only.
 
@@ -101,7 +116,17 @@ def plan_training(
     (σ = it · Δ) or ``target_epsilon`` (the smallest multiplier whose run is (ε, δ)-DP, by
     dpkit's accountant: ``accounting="auto"`` takes the better of PLD (Doroshenko et al. 2022)
     and RDP (Mironov, Talwar & Zhang 2019); ``"pld"`` or ``"rdp"`` one of them, ``"rdp"``
-    being the fastest to calibrate).
+    being the fastest to calibrate). ``sampling="fixed"`` (``batch_size`` examples drawn without
+    replacement each step, neighbours by replacement of one example) is accounted by PLD only:
+    dpkit has no Rényi bound for it, and ``accounting="rdp"`` is refused.
+
+    ``count_noise`` (σ_b) plans adaptive clipping (Andrew, Thakkar, McMahan & Ramaswamy 2021,
+    "Differentially Private Learning with Adaptive Clipping"): each step also releases the
+    number of examples whose gradient was not clipped, centred (Σ(b_i − ½), sensitivity ½) plus
+    N(0, σ_b²). The two releases together are one Gaussian mechanism whose noise multiplier is
+    the declared one, z, when the gradient sum gets the multiplier
+    ``z_Δ = (z⁻² − (2σ_b)⁻²)^(−1/2)`` (their Theorem 1), so ``sigma = z_Δ·Δ`` and the event and
+    ε are those of the plain run with multiplier z. Needs ``2σ_b > z``.
 
     Examples
     --------
@@ -113,7 +138,13 @@ def plan_training(
     if accounting not in ("auto", "pld", "rdp"):
         raise PrivacyParameterError('accounting must be "auto", "pld" or "rdp".')
     if sampling not in SAMPLINGS:
-        raise PrivacyParameterError('sampling must be "poisson" or "shuffle".')
+        raise PrivacyParameterError('sampling must be "poisson", "shuffle" or "fixed".')
+    if sampling == "fixed" and accounting == "rdp":
+        raise PrivacyParameterError(
+            'sampling="fixed" (without replacement) is accounted by PLD only: use '
+            'accounting="pld" or "auto" (dpkit has no Rényi bound for it, and Poisson accounting '
+            "would not describe this sampler)."
+        )
     for v, name in ((n_samples, "n_samples"), (batch_size, "batch_size"), (dimension, "dimension")):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise PrivacyParameterError(f"{name} must be a positive int.")
@@ -127,22 +158,24 @@ def plan_training(
         raise PrivacyParameterError("give exactly one of noise_multiplier and target_epsilon.")
     q = batch_size / n_samples
     per_epoch = (
-        math.ceil(n_samples / batch_size) if sampling == "poisson" else n_samples // batch_size
+        n_samples // batch_size if sampling == "shuffle" else math.ceil(n_samples / batch_size)
     )
     steps = math.ceil(epochs * n_samples / batch_size)
     if sampling == "shuffle":
         if epochs != int(epochs):
             raise PrivacyParameterError('sampling="shuffle" needs a whole number of epochs.')
         steps = int(epochs) * per_epoch
-    units = steps if sampling == "poisson" else int(epochs)
+    units = int(epochs) if sampling == "shuffle" else steps
 
     if target_epsilon is not None:
         z = calibrate(
-            lambda s: _step_event(s, 1.0, sampling, q),
+            lambda s: _step_event(s, 1.0, sampling, batch_size, n_samples),
             epsilon=target_epsilon,
             delta=d,
             count=units,
-            lower=0.05,
+            # below 0.5 the fixed-size pair's losses outgrow the PLD grid (and no other method
+            # accounts for it); such a small multiplier is far from any useful ε anyway
+            lower=0.5 if sampling == "fixed" else 0.05,
             upper=1e3,
             tolerance=1e-4,
             method=accounting,
@@ -151,11 +184,34 @@ def plan_training(
         if not isinstance(noise_multiplier, int | float) or not noise_multiplier > 0:
             raise PrivacyParameterError("noise_multiplier must be a finite positive number.")
         z = float(noise_multiplier)
-    grid = gaussian_grid(2 * z * max_grad_norm)
+    z_grad, count_sigma, count_grid, count_sens = z, 0.0, 0, 0.0
+    if count_noise is not None:
+        if isinstance(count_noise, bool) or not isinstance(count_noise, int | float):
+            raise PrivacyParameterError("count_noise must be a finite positive number.")
+        count_sigma = float(count_noise)
+        if not math.isfinite(count_sigma) or count_sigma <= 0:
+            raise PrivacyParameterError("count_noise must be a finite positive number.")
+        count_grid = gaussian_grid(count_sigma)
+        check_gaussian_scale(count_sigma, count_grid)
+        count_sens = rounded_sensitivity(0.5, count_grid, coordinates=1, norm=2)
+        left = z**-2 - (count_sens / count_sigma) ** 2
+        if not left > 0:
+            raise PrivacyParameterError(
+                "count_noise is too small for this noise multiplier: adaptive clipping needs "
+                "2·count_noise > noise_multiplier (the count's noise alone would spend the whole "
+                "budget); raise count_noise."
+            )
+        z_grad = left**-0.5
+    grid = gaussian_grid(2 * z_grad * max_grad_norm)
     sens = rounded_sensitivity(max_grad_norm, grid, coordinates=dimension, norm=2)
-    sigma = math.nextafter(z * sens, math.inf)
+    sigma = math.nextafter(z_grad * sens, math.inf)
     check_gaussian_scale(sigma, grid)
-    one = _step_event(sigma, sens, sampling, q)
+    if count_noise is None:
+        one = _step_event(sigma, sens, sampling, batch_size, n_samples)
+    else:
+        # the sum and the count as one Gaussian: (Δ/σ)² + (Δ_b/σ_b)² = 1/z², rounded safe
+        ratio = math.nextafter(math.hypot(sens / sigma, count_sens / count_sigma), math.inf)
+        one = _step_event(math.nextafter(sens / ratio, 0.0), sens, sampling, batch_size, n_samples)
     return TrainingPlan(
         noise_multiplier=z,
         sigma=sigma,
@@ -170,4 +226,6 @@ def plan_training(
         delta=d,
         event=SelfComposedEvent(one, count=units) if units > 1 else one,
         accounting=accounting,
+        count_sigma=count_sigma,
+        count_grid=count_grid,
     )

@@ -11,6 +11,10 @@ seeded one is given.
 
 Shuffling ("shuffle"): each epoch is a random permutation cut into ``len(data) // batch_size``
 full batches. No amplification is claimed for it (see :mod:`dpkit.torch._plan`).
+
+Fixed-size ("fixed"): each step draws exactly ``batch_size`` distinct examples uniformly, anew
+for every step, from data whose size must be the declared one (public under replacement of one
+example); accounted as sampling without replacement (see :mod:`dpkit.torch._plan`).
 """
 
 from __future__ import annotations
@@ -75,7 +79,7 @@ class LogicalBatch:
 
 
 class PrivateLoader:
-    """Logical batches drawn as the privacy accounting assumes (Poisson or shuffled).
+    """Logical batches drawn as the privacy accounting assumes (Poisson, shuffled or fixed-size).
 
     With ``units`` (one privacy-unit id per example), Poisson sampling picks units, each with
     probability q, and at most ``group`` of each unit's examples (chosen at random per step);
@@ -118,6 +122,11 @@ class PrivateLoader:
             order = np.argsort(ids, kind="stable")
             _, starts = np.unique(ids[order], return_index=True)
             self._members = np.split(order, starts[1:])
+        if sampling == "fixed" and self._count() != round(batch_size / sample_rate):
+            raise PrivacyParameterError(
+                'sampling="fixed" needs data of exactly n_samples examples (units): the sampling '
+                "is accounted under replacement of one example, where the size is public."
+            )
 
     def __len__(self) -> int:
         return self.steps_per_epoch
@@ -142,6 +151,11 @@ class PrivateLoader:
         chosen = np.sort(self._gen.choice(n, size=b, replace=False)) if b else np.empty(0, int)
         return self._rows(chosen)
 
+    def draw_fixed(self) -> np.ndarray:
+        """Indices of one fixed-size sample: ``batch_size`` distinct, uniformly chosen."""
+        chosen = np.sort(self._gen.choice(self._count(), size=self.batch_size, replace=False))
+        return self._rows(chosen)
+
     def _rows(self, chosen: np.ndarray) -> np.ndarray:
         if self._members is None:
             return chosen.astype(np.int64)
@@ -153,9 +167,10 @@ class PrivateLoader:
         return out
 
     def __iter__(self) -> Iterator[LogicalBatch]:
-        if self.sampling == "poisson":
+        if self.sampling in ("poisson", "fixed"):
+            draw = self.draw if self.sampling == "poisson" else self.draw_fixed
             for _ in range(self.steps_per_epoch):
-                self.current = LogicalBatch(self, self.draw())
+                self.current = LogicalBatch(self, draw())
                 yield self.current
             return
         # the accounting charges one Gaussian per epoch of steps_per_epoch *steps*: step s takes
