@@ -125,15 +125,14 @@ def _pattern_table(num: int) -> _PatternTable:
     assert bounds[-1] == 1 << _SPACE
     shift = _SPACE - _PREFIX
     # pattern at the start of each cell V: how many boundaries C_1..C_255 are ≤ V·2^464
-    below = np.zeros(1 << _PREFIX, dtype=np.int64)
     inside: dict[int, list[int]] = {}
+    starts = []  # the first cell wholly at or above each boundary
     for j in range(1, 256):
         cell, low = bounds[j] >> shift, bounds[j] & ((1 << shift) - 1)
         if low:  # strictly inside cell `cell`: patterns there depend on later bits
             inside.setdefault(cell, []).append(j)
-            below[cell + 1 :] += 1
-        else:
-            below[cell:] += 1
+        starts.append(cell + 1 if low else cell)
+    below = np.cumsum(np.bincount(starts, minlength=(1 << _PREFIX) + 1))[: 1 << _PREFIX]
     cells = below.astype(np.uint16)
     ids = sorted(inside)
     slots = max((len(v) for v in inside.values()), default=0)
