@@ -5,7 +5,8 @@ OLH and Hadamard response at k = 1,024 and ε = 1, every one of N users (default
 randomizes a value (Zipf-like frequencies) and the server aggregates all reports and estimates
 every count. dpkit streams the reports in batches of one million through an aggregator, with its
 secure generator. pure-ldp runs user by user in Python, so it is timed on fewer users and its
-throughput (users per second, randomize + aggregate + estimate) is compared per user.
+throughput (users per second, randomize + aggregate + estimate) is compared per user. GRR and
+OUE, which the speed targets cover, are each run three times on both sides (best kept).
 
 Accuracy: the mean squared error of the k count estimates against the true counts, divided by
 the mean of the protocol's exact variance at those counts (1.0 is the theory). For one run over
@@ -34,6 +35,7 @@ EPSILON = 1.0
 BATCH = 1_000_000
 # users pure-ldp is timed on (it runs one user at a time in Python)
 PEER_N = {"GRR": 200_000, "OUE": 20_000, "OLH": 2_000, "HR": 100_000}
+REPEATS = 3  # runs of each side for the protocols held to a target (the best is kept)
 
 
 def make_data(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -117,6 +119,9 @@ def main(argv: list[str]) -> None:
     goals = {"GRR": float("nan"), "OUE": float("nan")}
     for name, make in oracles.items():
         oracle = make()
+        # the protocols held to a target: best of three runs of each, taken in turns (a b a b …)
+        # so that the machine's drifting load weighs on both alike
+        runs = REPEATS if name in goals else 1
         rate, ratio, se = run_dpkit(oracle, x, truth)
         pair = peer(name)
         if isinstance(pair, str):
@@ -125,6 +130,11 @@ def main(argv: list[str]) -> None:
             continue
         m = min(PEER_N[name], n)
         prate, pratio, pse = run_peer(pair, x[:m], oracle)
+        for _ in range(runs - 1):
+            rate = max(rate, run_dpkit(oracle, x, truth)[0])
+            pair = peer(name)
+            assert not isinstance(pair, str)
+            prate = max(prate, run_peer(pair, x[:m], oracle)[0])
         rows.append(
             (
                 name,

@@ -42,7 +42,9 @@ def _floats(values: object, name: str, what: str) -> FloatArray | IntArray:
     if raw.dtype == object or raw.dtype.kind in "US":
         return object_to_float(np.asarray(raw, dtype=object))
     if raw.dtype.kind in "iu":
-        return raw.astype(np.int64)  # a uint64 beyond int64 wraps negative: outside anyway
+        # a uint64 beyond int64 wraps negative: outside anyway. No copy: every caller makes a
+        # new array from it (np.where, astype to float)
+        return raw.astype(np.int64, copy=False)
     if raw.dtype.kind == "f":
         return raw.astype(np.float64)
     raise DataError(f"{name} must hold numbers ({what}); its type cannot.")
@@ -63,8 +65,9 @@ def category_codes(
     if flat and raw.ndim != 1:
         raise DataError(f"{name} must be one-dimensional (one value per user), got {raw.ndim}-d.")
     if raw.dtype == np.int64:
-        inside = (raw >= 0) & (raw < k)
-        return np.where(inside, raw, k - 1).astype(np.int64)
+        # one comparison: a negative code reads as a huge unsigned one, so both ends fall outside
+        inside = raw.view(np.uint64) < k
+        return np.where(inside, raw, k - 1)
     x = raw.astype(np.float64)
     nan = np.isnan(x)
     if nan.any():

@@ -235,3 +235,53 @@ def test_olh_fast_modular_reduction_matches_definition():
         for v in range(300)
     ]
     assert g3.support_counts(g3.reports(rep))[0].tolist() == want3
+
+
+def test_packed_coin_patterns_own_exact_intervals():
+    # each byte is a pattern of eight coins drawn by inversion of a uniform U in [0, 2^480):
+    # every 16-bit cell the table decides lies wholly inside its pattern's interval, whose
+    # length is the pattern's exact probability, and an ambiguous cell lists exactly the
+    # boundaries strictly inside it
+    from dpkit.local._coins import _pattern_table
+
+    for num in (int(OUE(epsilon=1.0, k=4).q * ONE), 12345678901234567, ONE // 2, ONE - 3):
+        t = _pattern_table(num)
+        b = t.bounds
+        for pattern in (0, 1, 0b1011, 255):
+            w = pattern.bit_count()
+            assert b[pattern + 1] - b[pattern] == num**w * (ONE - num) ** (8 - w)
+        assert b[0] == 0 and b[256] == 1 << 480
+        shift = 480 - 16
+        inside: dict[int, list[int]] = {}
+        for j in range(1, 256):
+            if b[j] & ((1 << shift) - 1):
+                inside.setdefault(b[j] >> shift, []).append(j)
+        cells = t.cells.tolist()
+        for cell, c in enumerate(cells):
+            lo, hi = cell << shift, (cell + 1) << shift
+            if c < 256:
+                assert cell not in inside and b[c] <= lo and hi <= b[c + 1]
+            else:
+                inner = inside[cell]
+                assert int(t.first[c - 256]) == inner[0] and b[inner[-1] + 1] >= hi
+                assert b[inner[0] - 1] <= lo < b[inner[0]]
+                assert int(t.base[c - 256]) == inner[0] - 1
+                assert int(t.valid[:, c - 256].sum()) == len(inner)
+        assert len(inside) == t.base.size
+
+
+def test_packed_coin_ties_resolved_exactly():
+    # the next 64 bits equal to a boundary's: the remaining 400 bits decide, exactly
+    from types import SimpleNamespace
+
+    from dpkit.local._coins import _pattern_table, _resolve
+
+    num = int(OUE(epsilon=1.0, k=4).q * ONE)
+    t = _pattern_table(num)
+    a = 0
+    cell = int(np.flatnonzero(t.cells == 256 + a)[0])
+    for low_word, want in ((0, int(t.base[a])), (2**64 - 1, int(t.base[a]) + 1)):
+        feed = [np.array([t.inner[0, a]], dtype=np.uint64), np.full(7, low_word, np.uint64)]
+        gen = SimpleNamespace(bit_generator=SimpleNamespace(random_raw=lambda n, f=feed: f.pop(0)))
+        got = _resolve(gen, t, np.array([cell], np.uint16), np.array([a], np.uint16))  # type: ignore[arg-type]
+        assert int(got[0]) == want

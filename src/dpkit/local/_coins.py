@@ -8,7 +8,9 @@ exactly the one the privacy proof and the unbiased estimator use (no float thres
 
 from __future__ import annotations
 
+import functools
 import math
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -86,42 +88,129 @@ def coins(
     return out
 
 
-def packed_coins(gen: np.random.Generator, num: int, words: int) -> npt.NDArray[np.uint64]:
+# packed_coins draws its bits a byte (eight lanes) at a time, as one pattern of eight coins
+_LANES = 8
+_SPACE = _LANES * BITS  # a pattern is chosen by a uniform number U in [0, 2^480)
+_PREFIX = 16  # U's first 16 bits decide the pattern in all but ≤ 255 of 65,536 cells
+_NEXT = 64  # and the next 64 bits in all but a 2^-64 fraction of those
+_LOW_BITS = _SPACE - _PREFIX - _NEXT
+_BLOCK = 1 << 16  # bytes per block: the temporaries stay in cache
+
+
+@dataclass(frozen=True)
+class _PatternTable:
+    """Where each byte pattern of eight Bernoulli(``num / 2^60``) coins lies in ``[0, 2^480)``.
+
+    Pattern ``b`` (bit ``i`` is lane ``i``) has the exact probability ``num^w (2^60 − num)^(8−w)
+    / 2^480`` with ``w`` its number of ones, and owns ``[C_b, C_{b+1})`` with ``C_b`` the sum of
+    the probabilities (times ``2^480``) of the patterns below ``b``. A uniform ``U`` falls in
+    pattern ``b``'s interval with exactly that probability.
+    """
+
+    bounds: tuple[int, ...]  # C_0 = 0, …, C_256 = 2^480
+    cells: npt.NDArray[np.uint16]  # by U's 16-bit prefix: the pattern, or 256 + an ambiguous id
+    base: npt.NDArray[np.int64]  # by ambiguous id: the patterns wholly below the cell's start
+    inner: npt.NDArray[np.uint64]  # (slot, id): next 64 bits of a boundary inside the cell
+    valid: npt.NDArray[np.bool_]  # (slot, id): whether that slot holds a boundary
+    first: npt.NDArray[np.int64]  # by ambiguous id: the index of its first inner boundary
+
+
+@functools.lru_cache(maxsize=64)
+def _pattern_table(num: int) -> _PatternTable:
+    rest = ONE - num
+    probs = [num ** b.bit_count() * rest ** (_LANES - b.bit_count()) for b in range(256)]
+    bounds = [0]
+    for pr in probs:
+        bounds.append(bounds[-1] + pr)
+    assert bounds[-1] == 1 << _SPACE
+    shift = _SPACE - _PREFIX
+    # pattern at the start of each cell V: how many boundaries C_1..C_255 are ≤ V·2^464
+    inside: dict[int, list[int]] = {}
+    starts = []  # the first cell wholly at or above each boundary
+    for j in range(1, 256):
+        cell, low = bounds[j] >> shift, bounds[j] & ((1 << shift) - 1)
+        if low:  # strictly inside cell `cell`: patterns there depend on later bits
+            inside.setdefault(cell, []).append(j)
+        starts.append(cell + 1 if low else cell)
+    below = np.cumsum(np.bincount(starts, minlength=(1 << _PREFIX) + 1))[: 1 << _PREFIX]
+    cells = below.astype(np.uint16)
+    ids = sorted(inside)
+    slots = max((len(v) for v in inside.values()), default=0)
+    base = np.zeros(len(ids), dtype=np.int64)
+    inner = np.zeros((slots, len(ids)), dtype=np.uint64)
+    valid = np.zeros((slots, len(ids)), dtype=np.bool_)
+    first = np.zeros(len(ids), dtype=np.int64)
+    for a, cell in enumerate(ids):
+        cells[cell] = 256 + a
+        base[a] = below[cell]
+        first[a] = inside[cell][0]
+        for s, j in enumerate(inside[cell]):
+            inner[s, a] = (bounds[j] >> _LOW_BITS) & ((1 << _NEXT) - 1)
+            valid[s, a] = True
+    return _PatternTable(tuple(bounds), cells, base, inner, valid, first)
+
+
+def packed_coins(
+    gen: np.random.Generator,
+    num: int,
+    words: int,
+    out: npt.NDArray[np.uint64] | None = None,
+) -> npt.NDArray[np.uint64]:
     """``64·words`` independent Bernoulli(``num / 2^60``) bits, packed in uint64 words, exactly.
 
-    Each bit compares its own uniform 60-bit number ``U`` with ``num`` most significant digit
-    first, 64 lanes per word at once: at the first digit where they differ, ``U < num`` iff
-    ``num`` has the 1. Lanes still tied after 60 digits have ``U = num`` (not below). A lane is
-    decided after two digits on average, so words leave the loop quickly and a bit costs about
-    a tenth of a 64-bit draw.
+    Each byte is one pattern of eight independent coins, drawn by inversion: a uniform number
+    ``U`` in ``[0, 2^480)`` (480 fair bits) selects the pattern whose interval of exact length
+    ``2^480 · P(pattern)`` holds it (:class:`_PatternTable`). ``U``'s bits are read only as far
+    as needed: the first 16 decide the pattern unless a boundary between two patterns lies
+    strictly inside their cell (at most 255 of the 65,536 cells); then the next 64 decide it
+    unless they equal a boundary's; only then are the remaining bits read. So a byte costs about
+    16 random bits and one table look-up, and its distribution is exactly the product of eight
+    Bernoulli(``num / 2^60``). ``out`` (contiguous, ``words`` long), if given, receives the bits.
     """
-    result = np.zeros(words, dtype=np.uint64)
-    undecided = np.full(words, np.uint64(2**64 - 1), dtype=np.uint64)
-    active: npt.NDArray[np.intp] | None = None  # None: every word (before compaction pays)
+    result = np.empty(words, dtype=np.uint64) if out is None else out
+    if num <= 0 or num >= ONE:  # certain: no coin to draw
+        result.fill(np.uint64(2**64 - 1) if num >= ONE else 0)
+        return result
+    table = _pattern_table(num)
     raw = gen.bit_generator.random_raw
-    for j in range(1, BITS + 1):
-        digit = (num >> (BITS - j)) & 1
-        if active is None:
-            r = np.asarray(raw(words), dtype=np.uint64)
-            np.invert(r, out=r)
-            if digit:  # lanes with a 0 here are decided "below"; the rest stay tied
-                np.bitwise_and(r, undecided, out=r)
-                result |= r
-                undecided ^= r
-            else:  # lanes with a 1 here are decided "not below"
-                undecided &= r
-            if j >= 8:  # about a fifth of the words still have a tied lane
-                active = np.flatnonzero(undecided)
-        else:
-            if active.size == 0:
-                break
-            r = np.asarray(raw(active.size), dtype=np.uint64)
-            u = undecided[active]
-            if digit:
-                result[active] |= u & ~r
-                u &= r
-            else:
-                u &= ~r
-            undecided[active] = u
-            active = active[u != 0]
+    res = result.view(np.uint8)
+    total = res.size
+    idx = np.empty(min(total, _BLOCK), dtype=np.intp)
+    for lo in range(0, total, _BLOCK):
+        m = min(_BLOCK, total - lo)
+        prefix = np.asarray(raw((m + 3) // 4), dtype=np.uint64).view(np.uint16)[:m]
+        np.copyto(idx[:m], prefix)
+        cell = table.cells.take(idx[:m])
+        np.copyto(res[lo : lo + m], cell, casting="unsafe")  # the low byte: the pattern
+        amb = np.flatnonzero(cell >= 256)
+        if amb.size:
+            res[lo + amb] = _resolve(gen, table, prefix[amb], cell[amb] - 256)
     return result
+
+
+def _resolve(
+    gen: np.random.Generator,
+    table: _PatternTable,
+    prefix: npt.NDArray[np.uint16],
+    ids: npt.NDArray[np.uint16],
+) -> npt.NDArray[np.uint8]:
+    """Patterns for the bytes whose 16-bit prefix fell in an ambiguous cell (ids into table)."""
+    a = ids.astype(np.intp)
+    nxt = np.asarray(gen.bit_generator.random_raw(a.size), dtype=np.uint64)
+    count = table.base[a].copy()
+    tie = np.zeros(a.size, dtype=np.bool_)
+    for s in range(table.inner.shape[0]):
+        valid, bound = table.valid[s, a], table.inner[s, a]
+        count += valid & (bound < nxt)
+        tie |= valid & (bound == nxt)
+    for i in np.flatnonzero(tie).tolist():  # probability below 2^-64 per byte: exact, slowly
+        words = np.asarray(gen.bit_generator.random_raw(7), dtype=np.uint64).tolist()
+        low = int.from_bytes(b"".join(int(w).to_bytes(8, "little") for w in words), "little")
+        low &= (1 << _LOW_BITS) - 1
+        u = (int(prefix[i]) << (_SPACE - _PREFIX)) | (int(nxt[i]) << _LOW_BITS) | low
+        j = int(table.first[a[i]])
+        c = int(table.base[a[i]])
+        while j < 256 and table.bounds[j] <= u:
+            c, j = c + 1, j + 1
+        count[i] = c
+    return count.astype(np.uint8)

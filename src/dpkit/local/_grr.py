@@ -17,6 +17,8 @@ from dpkit.mechanisms._base import IntArray
 
 __all__ = ["GRR"]
 
+_USERS = 1 << 16  # users per block of the randomizer
+
 
 @dataclass(frozen=True, kw_only=True)
 class GRR(FrequencyOracle):
@@ -60,13 +62,20 @@ class GRR(FrequencyOracle):
     def _randomize(self, x: IntArray, gen: np.random.Generator) -> IntArray:
         # the same draw as RandomizedResponse.randomize (truth with probability p_num/2^60,
         # otherwise a uniform other value), with the coin resolved from one random byte in
-        # 255 of 256 cases (see dpkit.local._coins) to serve tens of millions of users
-        n = x.size
-        truthful = coins(gen, self._rr._p_num, n)
-        other = gen.integers(0, self.k - 1, size=n, dtype=np.int32)
-        x32 = x.astype(np.int32)
-        other += other >= x32
-        return np.where(truthful, x32, other).astype(np.int64)
+        # 255 of 256 cases (see dpkit.local._coins) to serve tens of millions of users. Blocks
+        # of 2^16 users in the smallest integer type that holds a code keep the temporaries in
+        # cache; every step is a whole-block pass, none per user.
+        n, k = x.size, self.k
+        small = np.uint16 if k <= 1 << 16 else np.int32
+        out = np.empty(n, dtype=np.int64)
+        for lo in range(0, n, _USERS):
+            xs: npt.NDArray[np.integer[Any]] = x[lo : lo + _USERS].astype(small)
+            m = xs.size
+            truthful = coins(gen, self._rr._p_num, m)
+            other: npt.NDArray[np.integer[Any]] = gen.integers(0, k - 1, size=m, dtype=small)
+            other += other >= xs  # skip the true value: uniform over the k − 1 others
+            out[lo : lo + m] = np.where(truthful, xs, other)
+        return out
 
     def _validate(self, values: npt.NDArray[Any]) -> IntArray:
         if values.ndim != 1:

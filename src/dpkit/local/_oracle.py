@@ -61,7 +61,7 @@ def check_domain_values(values: object, k: int, name: str = "values") -> IntArra
         raise DataError(f"{name} must hold integer codes 0..{k - 1}, got dtype {raw.dtype}.")
     if raw.dtype.kind == "f" and not np.all(np.isfinite(raw) & (raw == np.rint(raw))):
         raise DataError(f"{name} must hold integer codes (no NaN, inf or fractions).")
-    if raw.size and (np.any(raw < 0) or np.any(raw >= k)):
+    if raw.size and (raw.min() < 0 or raw.max() >= k):  # two reductions, no temporaries
         raise DataError(f"{name} must lie in the domain 0..{k - 1} (k={k}).")
     return raw.astype(np.int64, copy=False)
 

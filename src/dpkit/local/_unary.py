@@ -17,7 +17,11 @@ from dpkit.mechanisms._base import IntArray
 
 __all__ = ["OUE", "SUE", "UnaryEncoding"]
 
-_CHUNK = 1 << 24  # bits per block: keeps temporaries small
+_USERS = 255 * 16  # reports per block of the column sums: the temporaries stay in cache
+_M1 = np.uint64(0x5555555555555555)
+_M2 = np.uint64(0x3333333333333333)
+_M4 = np.uint64(0x0F0F0F0F0F0F0F0F)
+_ONE, _TWO, _FOUR = np.uint64(1), np.uint64(2), np.uint64(4)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,28 +54,21 @@ class UnaryEncoding(FrequencyOracle):
     def _randomize(self, x: IntArray, gen: np.random.Generator) -> npt.NDArray[np.uint8]:
         k, n = self.k, x.size
         nbytes = (k + 7) // 8
-        per_user = (nbytes + 7) // 8  # uint64 words
         p_num, q_num = int(self.p * ONE), int(self.q * ONE)
-        out = np.empty((n, nbytes), dtype=np.uint8)
+        # every bit Bernoulli(q): the bits are i.i.d., so they are drawn as one run of words and
+        # cut into reports (no per-user alignment)
+        words = packed_coins(gen, q_num, (n * nbytes + 7) // 8)
+        out = words.view(np.uint8)[: n * nbytes].reshape(n, nbytes)
+        # then each user's own bit (byte x//8, bit 7 − x%8) is redrawn with probability p
+        flat = out.reshape(-1)
+        pos = np.arange(n, dtype=np.int64) * nbytes + (x >> 3)
+        mask = np.right_shift(np.uint8(0x80), (x & 7).astype(np.uint8))
+        own = coins(gen, p_num, n)
+        byte = flat[pos]
+        flat[pos] = np.where(own, byte | mask, byte & ~mask)
         pad = 8 * nbytes - k
-        keep = np.uint8((0xFF << pad) & 0xFF)
-        rows = max(1, _CHUNK // (64 * per_user))
-        for lo in range(0, n, rows):
-            m = min(rows, n - lo)
-            xs = x[lo : lo + m]
-            # every bit Bernoulli(q); the bits are i.i.d., so their order in the words is free
-            block = packed_coins(gen, q_num, m * per_user).view(np.uint8)
-            block = block.reshape(m, 8 * per_user)[:, :nbytes]
-            # then the user's own bit (byte x//8, bit 7 − x%8) is redrawn with probability p
-            col = xs >> 3
-            mask = (np.uint8(0x80) >> (xs & 7).astype(np.uint8)).astype(np.uint8)
-            own = coins(gen, p_num, m)
-            rows_idx = np.arange(m)
-            byte = block[rows_idx, col]
-            block[rows_idx, col] = np.where(own, byte | mask, byte & ~mask)
-            if pad:
-                block[:, -1] &= keep
-            out[lo : lo + m] = block
+        if pad:
+            out[:, -1] &= np.uint8((0xFF << pad) & 0xFF)
         return out
 
     def _validate(self, values: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
@@ -100,28 +97,33 @@ class UnaryEncoding(FrequencyOracle):
     def _support(self, values: npt.NDArray[Any]) -> IntArray:
         n, nbytes = values.shape
         wpu = (nbytes + 7) // 8
-        if nbytes % 8:
-            padded = np.zeros((n, 8 * wpu), dtype=np.uint8)
-            padded[:, :nbytes] = values
-            values = padded
-        words = np.ascontiguousarray(values).view(np.uint64).reshape(n, wpu)
-        # SWAR column sums: (w >> s) & 0x0101… puts bit s of every byte in its own byte lane;
-        # summing ≤ 255 users keeps each lane below 256, so lanes never carry into each other
-        lanes = np.uint64(0x0101010101010101)
-        per_bit = np.zeros((8, 8 * wpu), dtype=np.int64)
-        group, groups_per_chunk = 255, 64
-        for lo in range(0, n, group * groups_per_chunk):
-            chunk = words[lo : lo + group * groups_per_chunk]
-            full = chunk.shape[0] // group
-            parts = [chunk[: full * group].reshape(full, group, wpu)] if full else []
-            if chunk.shape[0] % group:
-                parts.append(chunk[full * group :][None, :, :])
-            for part in parts:
-                for s in range(8):
-                    acc = ((part >> np.uint64(s)) & lanes).sum(axis=1, dtype=np.uint64)
-                    per_bit[s] += (
-                        acc.view(np.uint8).reshape(-1, 8 * wpu).sum(axis=0, dtype=np.int64)
-                    )
+        # column sums of the bits by SWAR: sums in ever wider lanes of the uint64 words, none of
+        # which can carry into its neighbour (3 users fill a 2-bit lane to at most 3, 5 of those
+        # a 4-bit lane to 15, 17 of those a byte to 255), so 255 users cost about ten word
+        # operations each instead of a pass per bit
+        per_bit = np.zeros((8, 8 * wpu), dtype=np.int64)  # [bit s from the lsb, byte]
+        aligned = nbytes == 8 * wpu
+        for lo in range(0, n, _USERS):
+            chunk = values[lo : lo + _USERS]
+            m = chunk.shape[0]
+            g = -(-m // 255)
+            if aligned and m == g * 255 and chunk.flags.c_contiguous:
+                block = chunk
+            else:  # pad with zero bits to whole words and whole groups of 255 users
+                block = np.zeros((g * 255, 8 * wpu), dtype=np.uint8)
+                block[:m, :nbytes] = chunk
+            w = block.view(np.uint64).reshape(g, 17, 5, 3, wpu)
+            for s0, two in ((0, (w & _M1).sum(axis=3)), (1, ((w >> _ONE) & _M1).sum(axis=3))):
+                for s1, four in (
+                    (0, (two & _M2).sum(axis=2)),
+                    (2, ((two >> _TWO) & _M2).sum(axis=2)),
+                ):
+                    for s2, eight in (
+                        (0, (four & _M4).sum(axis=1)),
+                        (4, ((four >> _FOUR) & _M4).sum(axis=1)),
+                    ):
+                        lanes = eight.view(np.uint8).reshape(g, 8 * wpu)
+                        per_bit[s0 + s1 + s2] += lanes.sum(axis=0, dtype=np.int64)
         # byte j, bit s (from the least significant) holds value 8j + 7 − s
         counts = per_bit[::-1].T.reshape(-1)
         return np.asarray(counts[: self.k], dtype=np.int64)
