@@ -123,7 +123,7 @@ class Server:
         self.log = root / "server.log"
         self.start()
 
-    def start(self, timeout: float = 60.0) -> None:
+    def start(self, timeout: float = 150.0) -> None:
         env = dict(os.environ)
         env.pop("DPKIT_ADMIN_KEY_HASH", None)
         with self.log.open("ab") as log:

@@ -101,8 +101,10 @@ def suggest_bounds(
     # Each count spread uniformly over [k, k + 1) (a random function of the unit's own number):
     # on integers the quantile would fall in a zero-width atom, which the exponential
     # mechanism's interval weights all but ignore; the bound is then the floor of the output.
-    groups = np.asarray(per_unit["__groups"].to_numpy(), dtype=np.float64)
-    most = np.asarray(per_unit["__most"].to_numpy(), dtype=np.float64)
+    # Sorted first: a group-by returns units in an order that varies from run to run, and the
+    # spread below must not depend on it (a seeded call gives the same bounds every time).
+    groups = np.sort(np.asarray(per_unit["__groups"].to_numpy(), dtype=np.float64))
+    most = np.sort(np.asarray(per_unit["__most"].to_numpy(), dtype=np.float64))
     groups = np.minimum(groups, cap) + gen.random(groups.size)
     most = np.minimum(most, cap) + gen.random(most.size)
     half = eps / 2.0
