@@ -61,6 +61,23 @@ def test_junction_tree_marginals_equal_brute_force() -> None:
     np.testing.assert_allclose(_net_joint(model.to_network()), joint, atol=1e-12)
 
 
+@pytest.mark.parametrize("scale", [1.0, 20.0, 200.0])
+def test_probability_space_inference_equals_log_space_or_declines(scale: float) -> None:
+    # The fit's fast path (exponentiated potentials) must give log space's clique marginals
+    # whenever it answers, and decline when the potentials span more than it can represent.
+    gen = np.random.default_rng(1)
+    sets = [(0, 1), (1, 2), (2, 3), (3, 4), (0, 4), (1, 3)]
+    tree = junction_tree(SHAPE, sets)
+    pots = [gen.normal(size=[SHAPE[c] for c in cl]) * scale for cl in tree.cliques]
+    full, log_z = tree.calibrate_log(pots)
+    fast = tree.calibrate_prob(pots)
+    span = sum(float(p.max() - p.min()) for p in pots)
+    assert (fast is None) == (span > 700.0)
+    if fast is not None:
+        for b, f in zip(fast, full, strict=True):
+            np.testing.assert_allclose(b, np.exp(f - log_z), rtol=1e-9, atol=1e-300)
+
+
 def test_fit_to_exact_marginals_of_a_tree_reproduces_the_table() -> None:
     # A table that is exactly a tree (0 − 1, 1 − 2, 1 − 3): the expected counts of 10,000
     # records. Given its pair marginals without noise, the fitted model is the table itself

@@ -27,6 +27,9 @@ FloatArray = npt.NDArray[np.float64]
 Cols = tuple[int, ...]
 _Axes = tuple[tuple[int, ...], tuple[int, ...]]
 
+PROB_SPACE_RANGE = 700.0
+"""Largest summed potential range that belief propagation runs in probability space."""
+
 
 @dataclass(frozen=True)
 class Factor:
@@ -175,6 +178,36 @@ class JunctionTree:
             full[child] = up[child] + out
         log_z = float(_lse(full[0], tuple(range(full[0].ndim))).ravel()[0])
         return full, log_z
+
+    def calibrate_prob(self, potentials: Sequence[FloatArray]) -> list[FloatArray] | None:
+        """Every clique's marginal (summing to one) of exp(Σ potentials), or ``None`` when the
+        potentials span too wide a range for probability space.
+
+        The same two passes as :meth:`calibrate_log` on exponentiated potentials: one
+        exponential per clique instead of two log-sum-exps per edge. When the cliques' ranges
+        (max − min of each potential) sum to at most ``PROB_SPACE_RANGE``, every product of one
+        cell per clique lies within a factor e^-700 of the largest; as each message is scaled
+        to a maximum of one, no table entry underflows or overflows (e^±700 is inside float64's
+        e^±709), and the result equals log space's to rounding. Otherwise the caller works in
+        log space.
+        """
+        lo = [float(p.min()) for p in potentials]
+        hi = [float(p.max()) for p in potentials]
+        if not sum(h - low for h, low in zip(hi, lo, strict=True)) <= PROB_SPACE_RANGE:
+            return None  # also NaN
+        up = [np.exp(p - h) for p, h in zip(potentials, hi, strict=True)]
+        msg: dict[tuple[int, int], FloatArray] = {}
+        for (child, parent), (axes, shape), _ in self._schedule:  # leaves first
+            m = up[child].sum(axis=axes).reshape(shape) if axes else up[child].reshape(shape)
+            msg[(child, parent)] = m = m / m.max()
+            up[parent] = up[parent] * m
+        full = list(up)
+        for (child, parent), _, (axes, shape) in reversed(self._schedule):  # root first
+            # the parent's belief without the child's own message, which is positive
+            rest = full[parent] / msg[(child, parent)]
+            down = rest.sum(axis=axes).reshape(shape) if axes else rest.reshape(shape)
+            full[child] = up[child] * (down / down.max())
+        return [b / b.sum() for b in full]
 
     def calibrate(self, potentials: Sequence[FloatArray], total: float) -> list[Factor]:
         """Every clique's marginal (summing to ``total``) of exp(Σ potentials)."""

@@ -195,6 +195,11 @@ def _pooled(measurements: Sequence[NoisyMarginal]) -> list[NoisyMarginal]:
     return out
 
 
+STALL_STEPS = 10
+"""Window of mirror-descent steps over which the loss's decrease is compared with the
+tolerance."""
+
+
 class _Loss:
     """The loss, its gradient by set and the clique marginals, with every axis and broadcast
     shape worked out once (mirror descent evaluates them hundreds of times)."""
@@ -218,19 +223,27 @@ class _Loss:
             axes, bshape = tree._axes(sets[i], m.cols)[0], tree._axes(m.cols, sets[i])[1]
             self.meas.append((i, axes, bshape, m.values, 1.0 / m.sigma**2))
 
-    def __call__(self, theta: list[FloatArray]) -> tuple[float, list[FloatArray], list[FloatArray]]:
-        """(loss, gradient by set, model marginal by set)."""
+    def cliques(self, by_set: Sequence[FloatArray]) -> list[FloatArray]:
+        """Tables by set summed into their cliques (broadcast): potentials or a gradient."""
         pots = [np.zeros(s) for s in self.clique_shape]
-        for t, h, bs in zip(theta, self.set_home, self.set_shape, strict=True):
+        for t, h, bs in zip(by_set, self.set_home, self.set_shape, strict=True):
             pots[h] = pots[h] + t.reshape(bs)
-        full, log_z = self.tree.calibrate_log(pots)
-        # one exponential per clique, however many sets it holds
-        probs = {h: np.exp(full[h] - (log_z - math.log(self.total))) for h in set(self.set_home)}
+        return pots
+
+    def __call__(self, pots: list[FloatArray]) -> tuple[float, list[FloatArray], list[FloatArray]]:
+        """(loss, gradient by set, model marginal by set) at clique potentials ``pots``."""
+        beliefs = self.tree.calibrate_prob(pots)
+        if beliefs is not None:
+            probs = {h: beliefs[h] * self.total for h in set(self.set_home)}
+        else:  # a table under- or overflowed: log space, one exponential per clique
+            full, log_z = self.tree.calibrate_log(pots)
+            shift = log_z - math.log(self.total)
+            probs = {h: np.exp(full[h] - shift) for h in set(self.set_home)}
         mus = [
             probs[h].sum(axis=ax) if ax else probs[h]
             for h, ax in zip(self.set_home, self.set_axes, strict=True)
         ]
-        grads = [np.zeros_like(t) for t in theta]
+        grads = [np.zeros_like(m) for m in mus]
         loss = 0.0
         for i, axes, bshape, y, w in self.meas:
             diff = mus[i].sum(axis=axes) - y if axes else mus[i] - y
@@ -246,6 +259,7 @@ def fit_markov(
     *,
     warm: dict[Cols, FloatArray] | None = None,
     iterations: int = 200,
+    tolerance: float = 0.0,
 ) -> MarkovModel:
     """The model minimising Σ ‖M_i(μ) − y_i‖²/(2σ_i²) by mirror descent (Armijo steps).
 
@@ -261,7 +275,9 @@ def fit_markov(
         Starting log-potentials by column set (a set contained in a measured one is added into
         it), e.g. from :func:`potentials_from_net` or an earlier fit; zero elsewhere.
     iterations : int
-        Mirror-descent steps.
+        Most mirror-descent steps.
+    tolerance : float
+        Stop early once ``STALL_STEPS`` steps lowered the loss by less than this (0: never).
 
     Examples
     --------
@@ -280,14 +296,22 @@ def fit_markov(
         pots[home] = pots[home] + Factor(s, np.asarray(p, dtype=np.float64)).expand(home)
     theta = [pots[s] for s in sets]
     evaluate = _Loss(shape, sets, tree, measurements, total)
-    loss, grads, mus = evaluate(theta)
+    clique_pots = evaluate.cliques(theta)
+    loss, grads, mus = evaluate(clique_pots)
+    step = evaluate.cliques(grads)  # the gradient in the cliques: θ − αg there is one update
     # A step of α changes a cell's mass μ by about α·μ·gradient; σ²/n̂ keeps the first step
     # inside the region where the quadratic model of the loss holds, and Armijo adapts it.
     alpha = min(m.sigma for m in measurements) ** 2 / max(total, 1.0)
+    grow = True
+    history = [loss]
     for _ in range(iterations):
-        alpha *= 2.0
+        # α doubles after a step taken at once and stays after a backtrack: doubling every
+        # time spends one rejected evaluation per step where the largest safe α holds still.
+        if grow:
+            alpha *= 2.0
+        backtracked = False
         for _ in range(30):
-            cand = [t - alpha * g for t, g in zip(theta, grads, strict=True)]
+            cand = [p - alpha * g for p, g in zip(clique_pots, step, strict=True)]
             new_loss, new_grads, new_mus = evaluate(cand)
             gain = sum(
                 float((g * (a - b)).sum()) for g, a, b in zip(grads, mus, new_mus, strict=True)
@@ -295,7 +319,14 @@ def fit_markov(
             if loss - new_loss >= 0.5 * gain:
                 break
             alpha *= 0.5
+            backtracked = True
         else:
             break  # no step decreases the loss: converged to rounding
-        theta, mus, loss, grads = cand, new_mus, new_loss, new_grads
+        grow = not backtracked
+        theta = [t - alpha * g for t, g in zip(theta, grads, strict=True)]
+        clique_pots, mus, loss, grads = cand, new_mus, new_loss, new_grads
+        step = evaluate.cliques(grads)
+        history.append(loss)
+        if len(history) > STALL_STEPS and history[-1 - STALL_STEPS] - loss < tolerance:
+            break
     return _model(shape, sets, theta, tree, total)

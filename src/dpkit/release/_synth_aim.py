@@ -48,6 +48,12 @@ ROUND_ITERATIONS = 25
 FINAL_ITERATIONS = 200
 """Mirror-descent steps of the final estimate."""
 
+FIT_TOLERANCE = 1.0
+"""A fit stops when ten mirror-descent steps lowered the loss by less than this. The loss is
+the measurements' negative Gaussian log-likelihood (up to a constant), so the model those steps
+would still gain makes the noisy measurements less than e times likelier: a change the noise
+cannot tell apart."""
+
 RoundRecord = tuple[Cols, float, float]
 """One AIM round: the marginal measured, its σ and the selection ε."""
 
@@ -97,7 +103,7 @@ def fit_aim(
     exact = {r: marginal(codes, shape, r).astype(np.float64) for r in cands}
     score_sens = plan.score_sensitivity * max(weights[r] for r in cands)
     warm = potentials_from_net(closed, [(c,) for c in range(d)])
-    model = fit_markov(shape, meas, n_hat, warm=warm, iterations=ROUND_ITERATIONS)
+    model = _fit(shape, meas, n_hat, warm=warm, iterations=ROUND_ITERATIONS)
     rounds: list[RoundRecord] = []
     final = not cands
     while not final:
@@ -137,15 +143,22 @@ def fit_aim(
         meas.append(NoisyMarginal.of(r, m.noisy, sigma))
         rounds.append((r, sigma, eps))
         before = model.project(r)
-        model = fit_markov(shape, meas, n_hat, warm=_carry(model), iterations=ROUND_ITERATIONS)
+        model = _fit(shape, meas, n_hat, warm=_carry(model), iterations=ROUND_ITERATIONS)
         if float(np.abs(model.project(r) - before).sum()) <= bias * before.size:
             sigma, eps = sampled_sigma(sigma / 2), eps * 2
         if progress is not None:  # steps: the one-way tables, then ρ spent in T-ths
             progress(1 + min(plan.rounds - 1, int(plan.rounds * used / budget)), 1 + plan.rounds)
-    model = fit_markov(shape, meas, n_hat, warm=_carry(model), iterations=FINAL_ITERATIONS)
+    model = _fit(shape, meas, n_hat, warm=_carry(model), iterations=FINAL_ITERATIONS)
     if progress is not None:
         progress(1 + plan.rounds, 1 + plan.rounds)
     return model, n_hat, rounds
+
+
+def _fit(
+    shape: tuple[int, ...], meas: list[NoisyMarginal], n_hat: float,
+    warm: dict[Cols, npt.NDArray[np.float64]], iterations: int,
+) -> MarkovModel:  # fmt: skip
+    return fit_markov(shape, meas, n_hat, warm=warm, iterations=iterations, tolerance=FIT_TOLERANCE)
 
 
 def _carry(model: MarkovModel) -> dict[Cols, npt.NDArray[np.float64]]:
@@ -177,5 +190,5 @@ def fit_mst_pgm(
         fams.append(Family(child, parents, conditional(m.noisy, m.sigma, n_hat, priors[child])))
     sets = [m.cols for m in meas]
     warm = potentials_from_net(BayesNet(shape, tuple(fams)), sets)
-    model = fit_markov(shape, meas, n_hat, warm=warm, iterations=FINAL_ITERATIONS)
+    model = _fit(shape, meas, n_hat, warm=warm, iterations=FINAL_ITERATIONS)
     return model, n_hat, sets
