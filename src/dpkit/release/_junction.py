@@ -21,7 +21,14 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Factor", "JunctionTree", "junction_tree", "model_cells"]
+__all__ = [
+    "Factor",
+    "JunctionTree",
+    "graph_cells",
+    "junction_tree",
+    "model_cells",
+    "model_graph",
+]
 
 FloatArray = npt.NDArray[np.float64]
 Cols = tuple[int, ...]
@@ -105,8 +112,17 @@ def _maximal_cliques(shape: Sequence[int], sets: Sequence[Cols]) -> list[Cols]:
 
 def model_cells(shape: Sequence[int], sets: Sequence[Cols]) -> int:
     """Cells of the junction tree of ``sets``: the model's size (AIM's JT-SIZE, in cells)."""
-    edges = frozenset(p for s in sets for p in itertools.combinations(sorted(s), 2))
-    return _model_cells(tuple(int(k) for k in shape), edges)
+    return graph_cells(tuple(int(k) for k in shape), model_graph(sets))
+
+
+def model_graph(sets: Iterable[Cols]) -> frozenset[tuple[int, int]]:
+    """The edges (column pairs) that ``sets`` draw: all a model's size depends on."""
+    return frozenset(p for s in sets for p in itertools.combinations(sorted(s), 2))
+
+
+def graph_cells(shape: tuple[int, ...], edges: frozenset[tuple[int, int]]) -> int:
+    """:func:`model_cells` of the sets drawing ``edges``."""
+    return _model_cells(shape, edges)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -23,6 +23,7 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -96,38 +97,14 @@ class MarkovModel:
         return factors
 
     def _eliminate(self, want: Cols) -> Factor:
-        """Marginal of columns spread over several cliques: variable elimination on the
-        tree's factorisation root marginal × Π P(clique − separator | separator)."""
-        tree = self.tree
-        factors = dict(self._conditionals)
-        parent = dict(tree.order)
-        # Prune leaves whose own columns are all summed out: a conditional sums to one.
-        pruned = True
-        while pruned:
-            pruned = False
-            for c in list(factors):
-                if c == 0 or any(parent.get(o) == c for o in factors):
-                    continue
-                own = set(tree.cliques[c]) - set(tree.separator(c, parent[c]))
-                if not own & set(want):
-                    del factors[c]
-                    pruned = True
-        pool = list(factors.values())
-        drop = sorted({v for f in pool for v in f.cols} - set(want))
-        while drop:
-            # eliminate the column whose product of factors is smallest
-            v = min(drop, key=lambda v: _joined_cells(self.shape, pool, v))
-            drop.remove(v)
-            hit = [f for f in pool if v in f.cols]
-            pool = [f for f in pool if v not in f.cols]
-            prod = hit[0]
-            for f in hit[1:]:
-                prod = prod * f
-            pool.append(prod.sum_to(c for c in prod.cols if c != v))
-        out = pool[0]
-        for f in pool[1:]:
-            out = out * f
-        return out
+        """Marginal of columns spread over several cliques: the tree's factorisation root
+        marginal × Π P(clique − separator | separator), summed by one ``einsum`` whose
+        contraction order is worked out once per tree and column set."""
+        keep, path = _elimination_plan(self.tree, want)
+        factors = self._conditionals
+        ops: list[Any] = [x for i in keep for x in (factors[i].values, list(factors[i].cols))]
+        out = np.einsum(*ops, list(want), optimize=path)
+        return Factor(want, np.asarray(out, dtype=np.float64))
 
     def to_network(self) -> BayesNet:
         """The same distribution as a Bayesian network (for ancestral sampling): each clique's
@@ -152,8 +129,31 @@ class MarkovModel:
         return BayesNet(self.shape, tuple(fams))
 
 
-def _joined_cells(shape: tuple[int, ...], pool: list[Factor], v: int) -> int:
-    return math.prod(shape[c] for c in {c for f in pool if v in f.cols for c in f.cols})
+@functools.lru_cache(maxsize=8192)
+def _elimination_plan(tree: JunctionTree, want: Cols) -> tuple[tuple[int, ...], list[Any]]:
+    """The cliques whose conditionals a marginal on ``want`` needs, and einsum's path.
+
+    A leaf whose own columns (those not in its separator) are all summed out is dropped (its
+    conditional sums to one), repeatedly. AIM asks the same trees about the same marginals
+    round after round, so the plan is cached."""
+    parent = dict(tree.order)
+    kept = set(range(len(tree.cliques)))
+    pruned = True
+    while pruned:
+        pruned = False
+        for c in sorted(kept):
+            if c == 0 or any(parent.get(o) == c for o in kept):
+                continue
+            own = set(tree.cliques[c]) - set(tree.separator(c, parent[c]))
+            if not own & set(want):
+                kept.discard(c)
+                pruned = True
+    keep = tuple(sorted(kept))
+    ops: list[Any] = []
+    for i in keep:
+        ops += [np.empty([tree.shape[c] for c in tree.cliques[i]]), list(tree.cliques[i])]
+    path = np.einsum_path(*ops, list(want), optimize="greedy")[0]
+    return keep, path
 
 
 def potentials_from_net(net: BayesNet, sets: Sequence[Cols]) -> dict[Cols, FloatArray]:

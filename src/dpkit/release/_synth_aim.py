@@ -30,7 +30,7 @@ import numpy.typing as npt
 from dpkit.mechanisms import Exponential
 from dpkit.noise import sampled_sigma
 from dpkit.release._graphical import BayesNet, Family, conditional, one_way
-from dpkit.release._junction import model_cells
+from dpkit.release._junction import graph_cells, model_graph
 from dpkit.release._marginals import marginal, measure
 from dpkit.release._pgm import MarkovModel, NoisyMarginal, fit_markov, potentials_from_net
 from dpkit.release._synth_fit import _mst_edges, _tree_families
@@ -102,6 +102,8 @@ def fit_aim(
     cands = [r for r in weights if math.prod(shape[c] for c in r) <= plan.max_cells]
     exact = {r: marginal(codes, shape, r).astype(np.float64) for r in cands}
     score_sens = plan.score_sensitivity * max(weights[r] for r in cands)
+    pairs = {r: model_graph([r]) for r in cands}
+    inside: set[Cols] = {r for r in cands if len(r) == 1}  # within a measured set
     warm = potentials_from_net(closed, [(c,) for c in range(d)])
     model = _fit(shape, meas, n_hat, warm=warm, iterations=ROUND_ITERATIONS)
     rounds: list[RoundRecord] = []
@@ -120,15 +122,11 @@ def fit_aim(
             eps = math.sqrt(8 * (last - sens**2 / (2 * sigma**2)))
             step = sens**2 / (2 * sigma**2) + eps**2 / 8
         used += step
-        sets = [m.cols for m in meas]
         cap = used / budget * plan.max_model_cells
         # A marginal inside a measured set adds nothing to the model and is always a candidate
         # (every one-way marginal is), so the list is never empty.
-        ok = [
-            r
-            for r in cands
-            if any(set(r) <= set(s) for s in sets) or model_cells(shape, [*sets, r]) <= cap
-        ]
+        graph = model_graph(m.cols for m in meas)
+        ok = [r for r in cands if r in inside or graph_cells(shape, graph | pairs[r]) <= cap]
         bias = math.sqrt(2 / math.pi) * sigma
         scores = np.array(
             [
@@ -141,6 +139,7 @@ def fit_aim(
         r = ok[em.select_index(scores, rng=gen)]
         m = measure(codes, shape, r, sigma, gen)
         meas.append(NoisyMarginal.of(r, m.noisy, sigma))
+        inside.update(c for c in cands if set(c) <= set(r))
         rounds.append((r, sigma, eps))
         before = model.project(r)
         model = _fit(shape, meas, n_hat, warm=_carry(model), iterations=ROUND_ITERATIONS)
