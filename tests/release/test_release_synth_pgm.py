@@ -12,7 +12,7 @@ import pytest
 
 from dpkit.accounting import ZCDP, Accountant, Neighbouring
 from dpkit.errors import DataError, PrivacyParameterError
-from dpkit.release import Categorical, Domain, Synthesizer
+from dpkit.release import Categorical, Domain, Synthesizer, _pgm
 from dpkit.release._examples import fair_domain, load_fair
 from dpkit.release._graphical import BayesNet, Family
 from dpkit.release._junction import junction_tree, model_cells
@@ -43,7 +43,14 @@ def _net_joint(net: BayesNet) -> np.ndarray:
     return joint
 
 
-def test_junction_tree_marginals_equal_brute_force() -> None:
+@pytest.mark.parametrize("direct_cells", [0, 50_000])
+def test_junction_tree_marginals_equal_brute_force(
+    direct_cells: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Marginals across cliques are summed by einsum (0) or one broadcast product (50,000).
+    monkeypatch.setattr(_pgm, "DIRECT_CELLS", direct_cells)
+    _pgm._einsum_path.cache_clear()
+    _pgm._elimination_plan.cache_clear()
     # A 5-cycle plus a chord: its graph must be triangulated before a junction tree exists.
     gen = np.random.default_rng(0)
     sets = [(0, 1), (1, 2), (2, 3), (3, 4), (0, 4), (1, 3)]

@@ -102,6 +102,12 @@ class MarkovModel:
         contraction order is worked out once per tree and column set."""
         keep, path = _elimination_plan(self.tree, want)
         factors = self._conditionals
+        if isinstance(path, tuple):  # small: one broadcast product summed, no path search
+            shapes, axes = path
+            out = factors[keep[0]].values.reshape(shapes[0])
+            for i, shp in zip(keep[1:], shapes[1:], strict=True):
+                out = out * factors[i].values.reshape(shp)
+            return Factor(want, np.asarray(out.sum(axis=axes), dtype=np.float64))
         ops: list[Any] = [x for i in keep for x in (factors[i].values, list(factors[i].cols))]
         out = np.einsum(*ops, list(want), optimize=path)
         return Factor(want, np.asarray(out, dtype=np.float64))
@@ -130,12 +136,14 @@ class MarkovModel:
 
 
 @functools.lru_cache(maxsize=8192)
-def _elimination_plan(tree: JunctionTree, want: Cols) -> tuple[tuple[int, ...], list[Any]]:
-    """The cliques whose conditionals a marginal on ``want`` needs, and einsum's path.
+def _elimination_plan(tree: JunctionTree, want: Cols) -> tuple[tuple[int, ...], Any]:
+    """The cliques whose conditionals a marginal on ``want`` needs, and how to sum them:
+    broadcast shapes and axes when their joint table is small, else einsum's path.
 
     A leaf whose own columns (those not in its separator) are all summed out is dropped (its
     conditional sums to one), repeatedly. AIM asks the same trees about the same marginals
-    round after round, so the plan is cached."""
+    round after round, so the plan is cached; the path, by the cliques kept, also serves a
+    grown tree whose growth the marginal does not reach."""
     parent = dict(tree.order)
     kept = set(range(len(tree.cliques)))
     pruned = True
@@ -149,11 +157,24 @@ def _elimination_plan(tree: JunctionTree, want: Cols) -> tuple[tuple[int, ...], 
                 kept.discard(c)
                 pruned = True
     keep = tuple(sorted(kept))
+    return keep, _einsum_path(tree.shape, tuple(tree.cliques[i] for i in keep), want)
+
+
+DIRECT_CELLS = 50_000
+"""Largest joint table of the cliques a marginal needs that is multiplied out in full: below
+it one broadcast product beats einsum's overhead, above it einsum's pairwise order wins."""
+
+
+@functools.lru_cache(maxsize=8192)
+def _einsum_path(shape: tuple[int, ...], tables: tuple[Cols, ...], want: Cols) -> Any:
+    union = sorted({c for cols in tables for c in cols})
+    if math.prod(shape[c] for c in union) <= DIRECT_CELLS:
+        shapes = tuple(tuple(shape[c] if c in cols else 1 for c in union) for cols in tables)
+        return shapes, tuple(i for i, c in enumerate(union) if c not in want)
     ops: list[Any] = []
-    for i in keep:
-        ops += [np.empty([tree.shape[c] for c in tree.cliques[i]]), list(tree.cliques[i])]
-    path = np.einsum_path(*ops, list(want), optimize="greedy")[0]
-    return keep, path
+    for cols in tables:
+        ops += [np.empty([shape[c] for c in cols]), list(cols)]
+    return list(np.einsum_path(*ops, list(want), optimize="greedy")[0])
 
 
 def potentials_from_net(net: BayesNet, sets: Sequence[Cols]) -> dict[Cols, FloatArray]:
