@@ -144,20 +144,36 @@ def _elimination_plan(tree: JunctionTree, want: Cols) -> tuple[tuple[int, ...], 
     conditional sums to one), repeatedly. AIM asks the same trees about the same marginals
     round after round, so the plan is cached; the path, by the cliques kept, also serves a
     grown tree whose growth the marginal does not reach."""
-    parent = dict(tree.order)
+    parent, own = _tree_info(tree)
+    wanted = set(want)
+    children = [0] * len(tree.cliques)
+    for c in parent:
+        children[parent[c]] += 1
     kept = set(range(len(tree.cliques)))
-    pruned = True
-    while pruned:
-        pruned = False
-        for c in sorted(kept):
-            if c == 0 or any(parent.get(o) == c for o in kept):
-                continue
-            own = set(tree.cliques[c]) - set(tree.separator(c, parent[c]))
-            if not own & set(want):
-                kept.discard(c)
-                pruned = True
+    # leaves first: a clique whose children were all dropped becomes a leaf in turn
+    leaves = [c for c in parent if children[c] == 0]
+    while leaves:
+        c = leaves.pop()
+        if own[c] & wanted:
+            continue
+        kept.discard(c)
+        p = parent[c]
+        children[p] -= 1
+        if children[p] == 0 and p in parent:
+            leaves.append(p)
     keep = tuple(sorted(kept))
     return keep, _einsum_path(tree.shape, tuple(tree.cliques[i] for i in keep), want)
+
+
+@functools.lru_cache(maxsize=256)
+def _tree_info(tree: JunctionTree) -> tuple[dict[int, int], list[frozenset[int]]]:
+    """Each non-root clique's parent, and each clique's own columns (not in its separator)."""
+    parent = dict(tree.order)
+    own = [
+        frozenset(cl) - frozenset(tree.separator(i, parent[i])) if i in parent else frozenset(cl)
+        for i, cl in enumerate(tree.cliques)
+    ]
+    return parent, own
 
 
 DIRECT_CELLS = 50_000
