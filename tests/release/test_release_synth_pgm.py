@@ -12,7 +12,7 @@ import pytest
 
 from dpkit.accounting import ZCDP, Accountant, Neighbouring
 from dpkit.errors import DataError, PrivacyParameterError
-from dpkit.release import Categorical, Domain, Synthesizer
+from dpkit.release import Categorical, Domain, Synthesizer, _pgm
 from dpkit.release._examples import fair_domain, load_fair
 from dpkit.release._graphical import BayesNet, Family
 from dpkit.release._junction import junction_tree, model_cells
@@ -43,7 +43,14 @@ def _net_joint(net: BayesNet) -> np.ndarray:
     return joint
 
 
-def test_junction_tree_marginals_equal_brute_force() -> None:
+@pytest.mark.parametrize("direct_cells", [0, 50_000])
+def test_junction_tree_marginals_equal_brute_force(
+    direct_cells: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Marginals across cliques are summed by einsum (0) or one broadcast product (50,000).
+    monkeypatch.setattr(_pgm, "DIRECT_CELLS", direct_cells)
+    _pgm._einsum_path.cache_clear()
+    _pgm._elimination_plan.cache_clear()
     # A 5-cycle plus a chord: its graph must be triangulated before a junction tree exists.
     gen = np.random.default_rng(0)
     sets = [(0, 1), (1, 2), (2, 3), (3, 4), (0, 4), (1, 3)]
@@ -59,6 +66,23 @@ def test_junction_tree_marginals_equal_brute_force() -> None:
         np.testing.assert_allclose(model.project(cols), bf, atol=1e-12)
     # The same distribution as a Bayesian network (what sampling draws from), exactly.
     np.testing.assert_allclose(_net_joint(model.to_network()), joint, atol=1e-12)
+
+
+@pytest.mark.parametrize("scale", [1.0, 20.0, 200.0])
+def test_probability_space_inference_equals_log_space_or_declines(scale: float) -> None:
+    # The fit's fast path (exponentiated potentials) must give log space's clique marginals
+    # whenever it answers, and decline when the potentials span more than it can represent.
+    gen = np.random.default_rng(1)
+    sets = [(0, 1), (1, 2), (2, 3), (3, 4), (0, 4), (1, 3)]
+    tree = junction_tree(SHAPE, sets)
+    pots = [gen.normal(size=[SHAPE[c] for c in cl]) * scale for cl in tree.cliques]
+    full, log_z = tree.calibrate_log(pots)
+    fast = tree.calibrate_prob(pots)
+    span = sum(float(p.max() - p.min()) for p in pots)
+    assert (fast is None) == (span > 700.0)
+    if fast is not None:
+        for b, f in zip(fast, full, strict=True):
+            np.testing.assert_allclose(b, np.exp(f - log_z), rtol=1e-9, atol=1e-300)
 
 
 def test_fit_to_exact_marginals_of_a_tree_reproduces_the_table() -> None:

@@ -21,11 +21,21 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Factor", "JunctionTree", "junction_tree", "model_cells"]
+__all__ = [
+    "Factor",
+    "JunctionTree",
+    "graph_cells",
+    "junction_tree",
+    "model_cells",
+    "model_graph",
+]
 
 FloatArray = npt.NDArray[np.float64]
 Cols = tuple[int, ...]
 _Axes = tuple[tuple[int, ...], tuple[int, ...]]
+
+PROB_SPACE_RANGE = 700.0
+"""Largest summed potential range that belief propagation runs in probability space."""
 
 
 @dataclass(frozen=True)
@@ -102,8 +112,17 @@ def _maximal_cliques(shape: Sequence[int], sets: Sequence[Cols]) -> list[Cols]:
 
 def model_cells(shape: Sequence[int], sets: Sequence[Cols]) -> int:
     """Cells of the junction tree of ``sets``: the model's size (AIM's JT-SIZE, in cells)."""
-    edges = frozenset(p for s in sets for p in itertools.combinations(sorted(s), 2))
-    return _model_cells(tuple(int(k) for k in shape), edges)
+    return graph_cells(tuple(int(k) for k in shape), model_graph(sets))
+
+
+def model_graph(sets: Iterable[Cols]) -> frozenset[tuple[int, int]]:
+    """The edges (column pairs) that ``sets`` draw: all a model's size depends on."""
+    return frozenset(p for s in sets for p in itertools.combinations(sorted(s), 2))
+
+
+def graph_cells(shape: tuple[int, ...], edges: frozenset[tuple[int, int]]) -> int:
+    """:func:`model_cells` of the sets drawing ``edges``."""
+    return _model_cells(shape, edges)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -175,6 +194,36 @@ class JunctionTree:
             full[child] = up[child] + out
         log_z = float(_lse(full[0], tuple(range(full[0].ndim))).ravel()[0])
         return full, log_z
+
+    def calibrate_prob(self, potentials: Sequence[FloatArray]) -> list[FloatArray] | None:
+        """Every clique's marginal (summing to one) of exp(Σ potentials), or ``None`` when the
+        potentials span too wide a range for probability space.
+
+        The same two passes as :meth:`calibrate_log` on exponentiated potentials: one
+        exponential per clique instead of two log-sum-exps per edge. When the cliques' ranges
+        (max − min of each potential) sum to at most ``PROB_SPACE_RANGE``, every product of one
+        cell per clique lies within a factor e^-700 of the largest; as each message is scaled
+        to a maximum of one, no table entry underflows or overflows (e^±700 is inside float64's
+        e^±709), and the result equals log space's to rounding. Otherwise the caller works in
+        log space.
+        """
+        lo = [float(p.min()) for p in potentials]
+        hi = [float(p.max()) for p in potentials]
+        if not sum(h - low for h, low in zip(hi, lo, strict=True)) <= PROB_SPACE_RANGE:
+            return None  # also NaN
+        up = [np.exp(p - h) for p, h in zip(potentials, hi, strict=True)]
+        msg: dict[tuple[int, int], FloatArray] = {}
+        for (child, parent), (axes, shape), _ in self._schedule:  # leaves first
+            m = up[child].sum(axis=axes).reshape(shape) if axes else up[child].reshape(shape)
+            msg[(child, parent)] = m = m / m.max()
+            up[parent] = up[parent] * m
+        full = list(up)
+        for (child, parent), _, (axes, shape) in reversed(self._schedule):  # root first
+            # the parent's belief without the child's own message, which is positive
+            rest = full[parent] / msg[(child, parent)]
+            down = rest.sum(axis=axes).reshape(shape) if axes else rest.reshape(shape)
+            full[child] = up[child] * (down / down.max())
+        return [b / b.sum() for b in full]
 
     def calibrate(self, potentials: Sequence[FloatArray], total: float) -> list[Factor]:
         """Every clique's marginal (summing to ``total``) of exp(Σ potentials)."""

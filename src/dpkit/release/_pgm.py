@@ -23,6 +23,7 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -96,38 +97,20 @@ class MarkovModel:
         return factors
 
     def _eliminate(self, want: Cols) -> Factor:
-        """Marginal of columns spread over several cliques: variable elimination on the
-        tree's factorisation root marginal × Π P(clique − separator | separator)."""
-        tree = self.tree
-        factors = dict(self._conditionals)
-        parent = dict(tree.order)
-        # Prune leaves whose own columns are all summed out: a conditional sums to one.
-        pruned = True
-        while pruned:
-            pruned = False
-            for c in list(factors):
-                if c == 0 or any(parent.get(o) == c for o in factors):
-                    continue
-                own = set(tree.cliques[c]) - set(tree.separator(c, parent[c]))
-                if not own & set(want):
-                    del factors[c]
-                    pruned = True
-        pool = list(factors.values())
-        drop = sorted({v for f in pool for v in f.cols} - set(want))
-        while drop:
-            # eliminate the column whose product of factors is smallest
-            v = min(drop, key=lambda v: _joined_cells(self.shape, pool, v))
-            drop.remove(v)
-            hit = [f for f in pool if v in f.cols]
-            pool = [f for f in pool if v not in f.cols]
-            prod = hit[0]
-            for f in hit[1:]:
-                prod = prod * f
-            pool.append(prod.sum_to(c for c in prod.cols if c != v))
-        out = pool[0]
-        for f in pool[1:]:
-            out = out * f
-        return out
+        """Marginal of columns spread over several cliques: the tree's factorisation root
+        marginal × Π P(clique − separator | separator), summed by one ``einsum`` whose
+        contraction order is worked out once per tree and column set."""
+        keep, path = _elimination_plan(self.tree, want)
+        factors = self._conditionals
+        if isinstance(path, tuple):  # small: one broadcast product summed, no path search
+            shapes, axes = path
+            out = factors[keep[0]].values.reshape(shapes[0])
+            for i, shp in zip(keep[1:], shapes[1:], strict=True):
+                out = out * factors[i].values.reshape(shp)
+            return Factor(want, np.asarray(out.sum(axis=axes), dtype=np.float64))
+        ops: list[Any] = [x for i in keep for x in (factors[i].values, list(factors[i].cols))]
+        out = np.einsum(*ops, list(want), optimize=path)
+        return Factor(want, np.asarray(out, dtype=np.float64))
 
     def to_network(self) -> BayesNet:
         """The same distribution as a Bayesian network (for ancestral sampling): each clique's
@@ -152,8 +135,62 @@ class MarkovModel:
         return BayesNet(self.shape, tuple(fams))
 
 
-def _joined_cells(shape: tuple[int, ...], pool: list[Factor], v: int) -> int:
-    return math.prod(shape[c] for c in {c for f in pool if v in f.cols for c in f.cols})
+@functools.lru_cache(maxsize=8192)
+def _elimination_plan(tree: JunctionTree, want: Cols) -> tuple[tuple[int, ...], Any]:
+    """The cliques whose conditionals a marginal on ``want`` needs, and how to sum them:
+    broadcast shapes and axes when their joint table is small, else einsum's path.
+
+    A leaf whose own columns (those not in its separator) are all summed out is dropped (its
+    conditional sums to one), repeatedly. AIM asks the same trees about the same marginals
+    round after round, so the plan is cached; the path, by the cliques kept, also serves a
+    grown tree whose growth the marginal does not reach."""
+    parent, own = _tree_info(tree)
+    wanted = set(want)
+    children = [0] * len(tree.cliques)
+    for c in parent:
+        children[parent[c]] += 1
+    kept = set(range(len(tree.cliques)))
+    # leaves first: a clique whose children were all dropped becomes a leaf in turn
+    leaves = [c for c in parent if children[c] == 0]
+    while leaves:
+        c = leaves.pop()
+        if own[c] & wanted:
+            continue
+        kept.discard(c)
+        p = parent[c]
+        children[p] -= 1
+        if children[p] == 0 and p in parent:
+            leaves.append(p)
+    keep = tuple(sorted(kept))
+    return keep, _einsum_path(tree.shape, tuple(tree.cliques[i] for i in keep), want)
+
+
+@functools.lru_cache(maxsize=256)
+def _tree_info(tree: JunctionTree) -> tuple[dict[int, int], list[frozenset[int]]]:
+    """Each non-root clique's parent, and each clique's own columns (not in its separator)."""
+    parent = dict(tree.order)
+    own = [
+        frozenset(cl) - frozenset(tree.separator(i, parent[i])) if i in parent else frozenset(cl)
+        for i, cl in enumerate(tree.cliques)
+    ]
+    return parent, own
+
+
+DIRECT_CELLS = 50_000
+"""Largest joint table of the cliques a marginal needs that is multiplied out in full: below
+it one broadcast product beats einsum's overhead, above it einsum's pairwise order wins."""
+
+
+@functools.lru_cache(maxsize=8192)
+def _einsum_path(shape: tuple[int, ...], tables: tuple[Cols, ...], want: Cols) -> Any:
+    union = sorted({c for cols in tables for c in cols})
+    if math.prod(shape[c] for c in union) <= DIRECT_CELLS:
+        shapes = tuple(tuple(shape[c] if c in cols else 1 for c in union) for cols in tables)
+        return shapes, tuple(i for i, c in enumerate(union) if c not in want)
+    ops: list[Any] = []
+    for cols in tables:
+        ops += [np.empty([shape[c] for c in cols]), list(cols)]
+    return list(np.einsum_path(*ops, list(want), optimize="greedy")[0])
 
 
 def potentials_from_net(net: BayesNet, sets: Sequence[Cols]) -> dict[Cols, FloatArray]:
@@ -195,6 +232,11 @@ def _pooled(measurements: Sequence[NoisyMarginal]) -> list[NoisyMarginal]:
     return out
 
 
+STALL_STEPS = 10
+"""Window of mirror-descent steps over which the loss's decrease is compared with the
+tolerance."""
+
+
 class _Loss:
     """The loss, its gradient by set and the clique marginals, with every axis and broadcast
     shape worked out once (mirror descent evaluates them hundreds of times)."""
@@ -218,19 +260,27 @@ class _Loss:
             axes, bshape = tree._axes(sets[i], m.cols)[0], tree._axes(m.cols, sets[i])[1]
             self.meas.append((i, axes, bshape, m.values, 1.0 / m.sigma**2))
 
-    def __call__(self, theta: list[FloatArray]) -> tuple[float, list[FloatArray], list[FloatArray]]:
-        """(loss, gradient by set, model marginal by set)."""
+    def cliques(self, by_set: Sequence[FloatArray]) -> list[FloatArray]:
+        """Tables by set summed into their cliques (broadcast): potentials or a gradient."""
         pots = [np.zeros(s) for s in self.clique_shape]
-        for t, h, bs in zip(theta, self.set_home, self.set_shape, strict=True):
+        for t, h, bs in zip(by_set, self.set_home, self.set_shape, strict=True):
             pots[h] = pots[h] + t.reshape(bs)
-        full, log_z = self.tree.calibrate_log(pots)
-        # one exponential per clique, however many sets it holds
-        probs = {h: np.exp(full[h] - (log_z - math.log(self.total))) for h in set(self.set_home)}
+        return pots
+
+    def __call__(self, pots: list[FloatArray]) -> tuple[float, list[FloatArray], list[FloatArray]]:
+        """(loss, gradient by set, model marginal by set) at clique potentials ``pots``."""
+        beliefs = self.tree.calibrate_prob(pots)
+        if beliefs is not None:
+            probs = {h: beliefs[h] * self.total for h in set(self.set_home)}
+        else:  # a table under- or overflowed: log space, one exponential per clique
+            full, log_z = self.tree.calibrate_log(pots)
+            shift = log_z - math.log(self.total)
+            probs = {h: np.exp(full[h] - shift) for h in set(self.set_home)}
         mus = [
             probs[h].sum(axis=ax) if ax else probs[h]
             for h, ax in zip(self.set_home, self.set_axes, strict=True)
         ]
-        grads = [np.zeros_like(t) for t in theta]
+        grads = [np.zeros_like(m) for m in mus]
         loss = 0.0
         for i, axes, bshape, y, w in self.meas:
             diff = mus[i].sum(axis=axes) - y if axes else mus[i] - y
@@ -246,6 +296,7 @@ def fit_markov(
     *,
     warm: dict[Cols, FloatArray] | None = None,
     iterations: int = 200,
+    tolerance: float = 0.0,
 ) -> MarkovModel:
     """The model minimising Σ ‖M_i(μ) − y_i‖²/(2σ_i²) by mirror descent (Armijo steps).
 
@@ -261,7 +312,9 @@ def fit_markov(
         Starting log-potentials by column set (a set contained in a measured one is added into
         it), e.g. from :func:`potentials_from_net` or an earlier fit; zero elsewhere.
     iterations : int
-        Mirror-descent steps.
+        Most mirror-descent steps.
+    tolerance : float
+        Stop early once ``STALL_STEPS`` steps lowered the loss by less than this (0: never).
 
     Examples
     --------
@@ -280,14 +333,22 @@ def fit_markov(
         pots[home] = pots[home] + Factor(s, np.asarray(p, dtype=np.float64)).expand(home)
     theta = [pots[s] for s in sets]
     evaluate = _Loss(shape, sets, tree, measurements, total)
-    loss, grads, mus = evaluate(theta)
+    clique_pots = evaluate.cliques(theta)
+    loss, grads, mus = evaluate(clique_pots)
+    step = evaluate.cliques(grads)  # the gradient in the cliques: θ − αg there is one update
     # A step of α changes a cell's mass μ by about α·μ·gradient; σ²/n̂ keeps the first step
     # inside the region where the quadratic model of the loss holds, and Armijo adapts it.
     alpha = min(m.sigma for m in measurements) ** 2 / max(total, 1.0)
+    grow = True
+    history = [loss]
     for _ in range(iterations):
-        alpha *= 2.0
+        # α doubles after a step taken at once and stays after a backtrack: doubling every
+        # time spends one rejected evaluation per step where the largest safe α holds still.
+        if grow:
+            alpha *= 2.0
+        backtracked = False
         for _ in range(30):
-            cand = [t - alpha * g for t, g in zip(theta, grads, strict=True)]
+            cand = [p - alpha * g for p, g in zip(clique_pots, step, strict=True)]
             new_loss, new_grads, new_mus = evaluate(cand)
             gain = sum(
                 float((g * (a - b)).sum()) for g, a, b in zip(grads, mus, new_mus, strict=True)
@@ -295,7 +356,14 @@ def fit_markov(
             if loss - new_loss >= 0.5 * gain:
                 break
             alpha *= 0.5
+            backtracked = True
         else:
             break  # no step decreases the loss: converged to rounding
-        theta, mus, loss, grads = cand, new_mus, new_loss, new_grads
+        grow = not backtracked
+        theta = [t - alpha * g for t, g in zip(theta, grads, strict=True)]
+        clique_pots, mus, loss, grads = cand, new_mus, new_loss, new_grads
+        step = evaluate.cliques(grads)
+        history.append(loss)
+        if len(history) > STALL_STEPS and history[-1 - STALL_STEPS] - loss < tolerance:
+            break
     return _model(shape, sets, theta, tree, total)

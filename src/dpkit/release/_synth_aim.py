@@ -30,7 +30,7 @@ import numpy.typing as npt
 from dpkit.mechanisms import Exponential
 from dpkit.noise import sampled_sigma
 from dpkit.release._graphical import BayesNet, Family, conditional, one_way
-from dpkit.release._junction import model_cells
+from dpkit.release._junction import graph_cells, model_graph
 from dpkit.release._marginals import marginal, measure
 from dpkit.release._pgm import MarkovModel, NoisyMarginal, fit_markov, potentials_from_net
 from dpkit.release._synth_fit import _mst_edges, _tree_families
@@ -47,6 +47,12 @@ ROUND_ITERATIONS = 25
 
 FINAL_ITERATIONS = 200
 """Mirror-descent steps of the final estimate."""
+
+FIT_TOLERANCE = 1.0
+"""A fit stops when ten mirror-descent steps lowered the loss by less than this. The loss is
+the measurements' negative Gaussian log-likelihood (up to a constant), so the model those steps
+would still gain makes the noisy measurements less than e times likelier: a change the noise
+cannot tell apart."""
 
 RoundRecord = tuple[Cols, float, float]
 """One AIM round: the marginal measured, its σ and the selection ε."""
@@ -96,8 +102,10 @@ def fit_aim(
     cands = [r for r in weights if math.prod(shape[c] for c in r) <= plan.max_cells]
     exact = {r: marginal(codes, shape, r).astype(np.float64) for r in cands}
     score_sens = plan.score_sensitivity * max(weights[r] for r in cands)
+    pairs = {r: model_graph([r]) for r in cands}
+    inside: set[Cols] = {r for r in cands if len(r) == 1}  # within a measured set
     warm = potentials_from_net(closed, [(c,) for c in range(d)])
-    model = fit_markov(shape, meas, n_hat, warm=warm, iterations=ROUND_ITERATIONS)
+    model = _fit(shape, meas, n_hat, warm=warm, iterations=ROUND_ITERATIONS)
     rounds: list[RoundRecord] = []
     final = not cands
     while not final:
@@ -114,15 +122,11 @@ def fit_aim(
             eps = math.sqrt(8 * (last - sens**2 / (2 * sigma**2)))
             step = sens**2 / (2 * sigma**2) + eps**2 / 8
         used += step
-        sets = [m.cols for m in meas]
         cap = used / budget * plan.max_model_cells
         # A marginal inside a measured set adds nothing to the model and is always a candidate
         # (every one-way marginal is), so the list is never empty.
-        ok = [
-            r
-            for r in cands
-            if any(set(r) <= set(s) for s in sets) or model_cells(shape, [*sets, r]) <= cap
-        ]
+        graph = model_graph(m.cols for m in meas)
+        ok = [r for r in cands if r in inside or graph_cells(shape, graph | pairs[r]) <= cap]
         bias = math.sqrt(2 / math.pi) * sigma
         scores = np.array(
             [
@@ -135,17 +139,25 @@ def fit_aim(
         r = ok[em.select_index(scores, rng=gen)]
         m = measure(codes, shape, r, sigma, gen)
         meas.append(NoisyMarginal.of(r, m.noisy, sigma))
+        inside.update(c for c in cands if set(c) <= set(r))
         rounds.append((r, sigma, eps))
         before = model.project(r)
-        model = fit_markov(shape, meas, n_hat, warm=_carry(model), iterations=ROUND_ITERATIONS)
+        model = _fit(shape, meas, n_hat, warm=_carry(model), iterations=ROUND_ITERATIONS)
         if float(np.abs(model.project(r) - before).sum()) <= bias * before.size:
             sigma, eps = sampled_sigma(sigma / 2), eps * 2
         if progress is not None:  # steps: the one-way tables, then ρ spent in T-ths
             progress(1 + min(plan.rounds - 1, int(plan.rounds * used / budget)), 1 + plan.rounds)
-    model = fit_markov(shape, meas, n_hat, warm=_carry(model), iterations=FINAL_ITERATIONS)
+    model = _fit(shape, meas, n_hat, warm=_carry(model), iterations=FINAL_ITERATIONS)
     if progress is not None:
         progress(1 + plan.rounds, 1 + plan.rounds)
     return model, n_hat, rounds
+
+
+def _fit(
+    shape: tuple[int, ...], meas: list[NoisyMarginal], n_hat: float,
+    warm: dict[Cols, npt.NDArray[np.float64]], iterations: int,
+) -> MarkovModel:  # fmt: skip
+    return fit_markov(shape, meas, n_hat, warm=warm, iterations=iterations, tolerance=FIT_TOLERANCE)
 
 
 def _carry(model: MarkovModel) -> dict[Cols, npt.NDArray[np.float64]]:
@@ -177,5 +189,5 @@ def fit_mst_pgm(
         fams.append(Family(child, parents, conditional(m.noisy, m.sigma, n_hat, priors[child])))
     sets = [m.cols for m in meas]
     warm = potentials_from_net(BayesNet(shape, tuple(fams)), sets)
-    model = fit_markov(shape, meas, n_hat, warm=warm, iterations=FINAL_ITERATIONS)
+    model = _fit(shape, meas, n_hat, warm=warm, iterations=FINAL_ITERATIONS)
     return model, n_hat, sets
