@@ -80,7 +80,8 @@ def test_a_seeded_suggestion_does_not_depend_on_the_order_of_the_rows() -> None:
     # spread must be applied to values in an order of their own, or a seeded call would vary.
     g = np.random.default_rng(1)
     rows = [
-        (int(u), str(s)) for u, s in zip(g.integers(0, 300, 3000), g.choice(list("abcd"), 3000))
+        (int(u), str(s))
+        for u, s in zip(g.integers(0, 300, 3000), g.choice(list("abcd"), 3000), strict=True)
     ]
     df = pl.DataFrame(rows, schema=["user", "shop"], orient="row")
     got = set()
