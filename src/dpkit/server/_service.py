@@ -27,7 +27,7 @@ from dpkit.server._auth import Principal, key_id, new_key, verify_key
 from dpkit.server._config import ServerConfig
 from dpkit.server._default import default_registry
 from dpkit.server._files import private_dir, tighten
-from dpkit.server._ingest import load_table, read_source, resolve_source, store_table
+from dpkit.server._ingest import read_source, resolve_source
 from dpkit.server._ledger import Charge, Ledger, StaleDatasetError
 from dpkit.server._locks import flocked
 from dpkit.server._numbers import real
@@ -44,6 +44,7 @@ from dpkit.server._queries import clamped
 from dpkit.server._recovery import Liveness, lost, recover, wait_for_answer, wait_for_answer_async
 from dpkit.server._registry import Meter, Prepared, QueryRegistry
 from dpkit.server._schema import DatasetSchema, Table, check_name, dummy_table
+from dpkit.server._store import DATA_FILE, load_table, store_table, upgrade_stored
 
 __all__ = ["AuthError", "Curator", "ForbiddenError", "NotFoundError", "QueryFailedError"]
 
@@ -142,8 +143,10 @@ class Curator:
                 self.ledger.set_key_hash("admin", h)
         with self._data_lock(exclusive=True):
             # the files of an older installation (made under a umask of 022) become private too
-            tighten(self.config.data_dir)
+            tighten(self.config.data_dir, read_only={DATA_FILE})
             self._finish_interrupted_registrations()
+            for ds in self.ledger.datasets():  # stored by an older version: one file now
+                upgrade_stored(self.config.data_dir, DatasetSchema.from_dict(ds["schema"]))
         if self.config.datasets:
             with self._data_lock(exclusive=True):
                 known = {ds["name"] for ds in self.ledger.datasets()}
@@ -264,9 +267,10 @@ class Curator:
         table = read_source(path, schema)
         # Stored and registered as one step for every process of the service (see _data_lock).
         private_dir(self.config.data_dir)
-        store_table(self.config.data_dir, table)
+        store_table(self.config.data_dir, table, source=path)
+        del table  # this process too answers from the stored file, mapped, not from a copy
         version = self.ledger.add_dataset(schema.name, schema.to_dict(), eps, dlt)
-        self._install(table, version)
+        self._install(load_table(self.config.data_dir, schema), version)
         return schema.to_dict()
 
     def schema(self, name: object) -> DatasetSchema:
