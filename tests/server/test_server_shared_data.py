@@ -28,6 +28,7 @@ import pytest
 from dpkit.errors import DataError
 from dpkit.server import DatasetSchema, ServerConfig, Table
 from dpkit.server._ledger import Ledger
+from dpkit.server._outcomes import QueryFailedError
 from dpkit.server._service import Curator
 from dpkit.server._store import DATA_FILE, MANIFEST, load_table, store_table
 
@@ -40,6 +41,7 @@ _WORKER = r"""
 import json, sys
 from pathlib import Path
 from dpkit.server import ServerConfig
+from dpkit.server._outcomes import QueryFailedError
 from dpkit.server._service import Curator
 
 def anon():
@@ -167,3 +169,43 @@ def test_a_dataset_stored_by_an_older_version_is_rewritten_once_at_start(tmp_pat
     assert np.array_equal(cur.tables["t"].columns["x"], x)
     assert np.array_equal(cur.tables["t"].columns["c"], c)
     cur.close()
+
+
+def test_a_worker_refuses_only_the_dataset_whose_file_was_changed(tmp_path: Path) -> None:
+    cfg = ServerConfig(ledger=str(tmp_path / "l.db"), data_dir=tmp_path / "data",
+                       import_dir=tmp_path / "imp")  # fmt: skip
+    (tmp_path / "imp").mkdir()
+    (tmp_path / "imp" / "x.csv").write_text("x\n" + "".join(f"{i % 10}\n" for i in range(300)))
+    one = Curator(cfg)
+    one.start()
+    column = {"name": "x", "type": "float", "bounds": [0, 10]}
+    for name in ("good", "bad"):
+        one.register_dataset(
+            {"name": name, "source": "x.csv", "total_epsilon": 10.0, "columns": [column]}
+        )
+    a = one.add_analyst("ann")
+    for name in ("good", "bad"):
+        one.ledger.set_budget(a["id"], name, 10.0, 0.0)
+    assert json.loads((tmp_path / "data" / "bad" / MANIFEST).read_text())["source"]["name"] == (
+        "x.csv"
+    )
+    path = tmp_path / "data" / "bad" / DATA_FILE
+    os.chmod(path, 0o600)
+    raw = bytearray(path.read_bytes())
+    raw[-300] ^= 1
+    path.write_bytes(bytes(raw))
+    two = Curator(cfg)  # another worker, (re)started after the change
+    two.start()  # starts: only that dataset is out of service
+    who = two.authenticate(a["key"])
+    count = {"query": "count", "epsilon": 1.0}
+    assert two.query(who, {"dataset": "good", **count})["status"] == "released"
+    with pytest.raises(QueryFailedError, match="integrity check"):
+        two.query(who, {"dataset": "bad", **count})
+    spent = {d["name"]: d["spent_epsilon"] for d in two.ledger.datasets()}
+    assert spent == {"good": 1.0, "bad": 0.0}  # nothing charged for it
+    one.register_dataset(
+        {"name": "bad", "source": "x.csv", "total_epsilon": 10.0, "columns": [column]}
+    )
+    assert two.query(who, {"dataset": "bad", **count})["status"] == "released"  # the new version
+    one.close()
+    two.close()

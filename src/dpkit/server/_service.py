@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
 import os
 import re
 import shutil
@@ -51,6 +52,7 @@ __all__ = ["AuthError", "Curator", "ForbiddenError", "NotFoundError", "QueryFail
 _IDEM = re.compile(r"[A-Za-z0-9_.:-]{1,100}")
 _TOP = {"dataset", "query", "dry_run", "dummy", "idempotency_key"}
 _STALE_RETRIES = 3
+_log = logging.getLogger("dpkit.server")
 
 
 class _Failed(Exception):
@@ -81,6 +83,8 @@ class Curator:
         self.tables: dict[str, Table] = {}
         self.dummies: dict[str, Table] = {}
         self.versions: dict[str, int] = {}
+        self.refused: dict[str, int] = {}
+        """Datasets whose stored file failed its check when mapped, with the ledger's version."""
         self._lock = threading.Lock()
         self._local = threading.local()
         self.liveness = Liveness(config.data_dir)
@@ -205,9 +209,23 @@ class Curator:
         """
         with self._data_lock(exclusive=False):
             for ds in self.ledger.datasets():
-                if self.versions.get(ds["name"]) != ds["version"]:
-                    schema = DatasetSchema.from_dict(ds["schema"])
-                    self._install(load_table(self.config.data_dir, schema), ds["version"])
+                name, version = ds["name"], ds["version"]
+                if self.versions.get(name) == version or self.refused.get(name) == version:
+                    continue
+                schema = DatasetSchema.from_dict(ds["schema"])
+                try:
+                    table = load_table(self.config.data_dir, schema)
+                except DataError as exc:
+                    # This dataset only is out of service (not the whole service): no answer
+                    # comes from a file that is not the one registered, nor from the version
+                    # it replaced. The admin registers it again (a new version).
+                    _log.error("dataset %s (version %d) not loaded: %s", name, version, exc)
+                    with self._lock:
+                        self.refused[name] = version
+                        for held in (self.tables, self.dummies, self.versions):
+                            held.pop(name, None)
+                    continue
+                self._install(table, version)
 
     def _install(self, table: Table, version: int) -> None:
         name = table.schema.name
@@ -221,6 +239,7 @@ class Curator:
             self.tables[name] = table
             self.dummies[name] = dummy_table(table.schema, self.config.dummy_rows)
             self.versions[name] = version
+            self.refused.pop(name, None)
 
     # -- people ---------------------------------------------------------------------------------
     def authenticate(self, key: str | None) -> Principal:
@@ -280,6 +299,11 @@ class Curator:
         if table is None:  # perhaps registered through another worker process since
             self.refresh()
             table = self.tables.get(str(name))
+        if table is None and str(name) in self.refused:
+            raise QueryFailedError(
+                "this dataset's stored file failed its integrity check, so it is not answered; "
+                "nothing was charged. The admin must register it again."
+            )
         if table is None:
             raise NotFoundError("no dataset of that name; GET /v1/datasets lists them.")
         return table.schema
