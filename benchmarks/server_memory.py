@@ -34,7 +34,7 @@ MB = 1 << 20
 NUMERIC = [f"x{i}" for i in range(7)]
 
 _WORKER = r"""
-import json, sys
+import gc, json, sys
 from pathlib import Path
 import numpy as np
 from dpkit.server import ServerConfig, Table
@@ -45,8 +45,10 @@ cur = Curator(ServerConfig(ledger=str(d / "l.db"), data_dir=d / "data", import_d
 cur.start()
 if mode == "copies":  # the former design: every column loaded into this process's memory
     t = cur.tables["big"]
-    cur._install(Table(t.schema, {k: np.array(v) for k, v in t.columns.items()}),
-                 cur.versions["big"])
+    copied = Table(t.schema, {k: np.array(v) for k, v in t.columns.items()})
+    cur._install(copied, cur.versions["big"])
+    del t, copied  # the mapped table is dropped, and the file unmapped with it
+    gc.collect()
 who = cur.authenticate(key)
 for name in json.loads(sys.argv[4]):
     q = {"query": "mean", "column": name}
