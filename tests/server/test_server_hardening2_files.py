@@ -1,5 +1,6 @@
 """The service's files are private whatever the umask: the data directory and every folder in it
-0700; the ledger, its -wal and -shm, the cleaned columns, schemas and lock files 0600."""
+0700; the ledger, its -wal and -shm, manifests, schemas and lock files 0600; a dataset's Arrow file,
+written once, 0400."""
 
 from __future__ import annotations
 
@@ -65,6 +66,11 @@ def _register_and_query(cur: Curator) -> None:
     assert out["status"] == "released"
 
 
+def _mode(path: Path) -> int:
+    """What the service makes of each of its files: the Arrow data read-only, others 0600."""
+    return 0o700 if path.is_dir() else 0o400 if path.name == "data.arrow" else 0o600
+
+
 def test_new_files_are_private_under_umask_022(tmp_path: Path, umask_022: None) -> None:
     cur, state = _service(tmp_path)
     _register_and_query(cur)
@@ -78,9 +84,10 @@ def test_new_files_are_private_under_umask_022(tmp_path: Path, umask_022: None) 
     )
     modes = _modes(state)
     for must in ("ledger.db", "ledger.db-wal", "ledger.db-shm", "data", "data/t",
-                 "data/t/x.npy", "data/t/schema.json", "data/.dpkit.lock"):  # fmt: skip
+                 "data/t/data.arrow", "data/t/data.json", "data/t/schema.json",
+                 "data/.dpkit.lock"):  # fmt: skip
         assert must in modes, (must, sorted(modes))
-    loose = {k: oct(m) for k, m in modes.items() if m != (0o700 if (state / k).is_dir() else 0o600)}
+    loose = {k: oct(m) for k, m in modes.items() if m != _mode(state / k)}
     assert loose == {}
     cur.ledger.stop_checkpoints()
 
@@ -96,6 +103,6 @@ def test_an_older_installation_is_made_private_at_start(tmp_path: Path, umask_02
     cur2, _ = _service(tmp_path)
     cur2.refresh()
     modes = _modes(state)
-    loose = {k: oct(m) for k, m in modes.items() if m != (0o700 if (state / k).is_dir() else 0o600)}
+    loose = {k: oct(m) for k, m in modes.items() if m != _mode(state / k)}
     assert loose == {}
     cur2.ledger.stop_checkpoints()

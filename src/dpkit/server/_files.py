@@ -1,11 +1,12 @@
 """The service's private files: folders 0700 and files 0600, whatever the process umask.
 
-Everything the service keeps on disk is private: the cleaned datasets (``.npy`` columns and
-their schema) in the data directory, and the SQLite ledger (every answer, the budgets, the
-audit) with its write-ahead log (``-wal``), shared-memory index (``-shm``) and lock files. They
-are created readable by the service's user only (a umask of 022 would otherwise leave them
-world-readable: 0644 files, 0755 folders), and :func:`tighten` brings the files of an older
-installation to the same modes when the service starts.
+Everything the service keeps on disk is private: the cleaned datasets (an Arrow file, its
+manifest and its schema, :mod:`._store`) in the data directory, and the SQLite ledger (every
+answer, the budgets, the audit) with its write-ahead log (``-wal``), shared-memory index
+(``-shm``) and lock files. They are created readable by the service's user only (a umask of 022
+would otherwise leave them world-readable: 0644 files, 0755 folders), and :func:`tighten` brings
+the files of an older installation to the same modes when the service starts. A dataset's Arrow
+file, written once, is read-only (0400).
 
 SQLite creates the ``-wal`` and ``-shm`` files with the mode of the database file, so a ledger
 file created 0600 keeps its log private too.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+from collections.abc import Collection
 from pathlib import Path
 from typing import IO
 
@@ -58,8 +60,9 @@ def private_ledger(path: str) -> None:
             os.chmod(path + suffix, FILE_MODE)
 
 
-def tighten(root: Path) -> None:
-    """Set every folder under ``root`` (and ``root``) to 0700 and every file to 0600."""
+def tighten(root: Path, read_only: Collection[str] = ()) -> None:
+    """Set every folder under ``root`` (and ``root``) to 0700 and every file to 0600, or to 0400
+    for the files named in ``read_only`` (files the service writes once and only reads)."""
     private_dir(root)
     for folder, dirs, files in os.walk(root):  # links to folders are listed, not entered
         for name in dirs + files:
@@ -69,4 +72,4 @@ def tighten(root: Path) -> None:
             if stat.S_ISDIR(mode):
                 os.chmod(p, DIR_MODE)
             elif stat.S_ISREG(mode):
-                os.chmod(p, FILE_MODE)
+                os.chmod(p, 0o400 if name in read_only else FILE_MODE)

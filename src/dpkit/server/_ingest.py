@@ -4,22 +4,20 @@ Only the admin registers data, from a file under the configured import directory
 resolved and must stay inside that directory (no ``..``, no symbolic link out of it). Cleaning
 follows the policy each column declares (``missing``: fill, map to ``(other)``, or drop the
 row; :mod:`dpkit.server._schema`), so that no stored value can make a query fail. Cleaned
-columns are stored as ``.npy`` files in the service's data directory (private: 0700 folders,
-0600 files), one folder per dataset, and loaded back at start.
+columns are stored once, as one Arrow file per dataset in the service's data directory, which
+every worker maps read-only (:mod:`dpkit.server._store`).
 """
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from dpkit.errors import DataError
-from dpkit.server._files import private_dir, private_file
 from dpkit.server._schema import DatasetSchema, Table, clean_column_mask
+from dpkit.server._store import load_table, store_table
 
 __all__ = ["load_table", "read_source", "resolve_source", "store_table"]
 
@@ -120,31 +118,3 @@ def _parse_numbers(arr: Any) -> Any:
     )
     kept = pc.if_else(ok, text, pa.scalar(None, pa.string()))
     return pc.cast(kept, pa.float64())
-
-
-def store_table(data_dir: Path, table: Table) -> None:
-    """Write the cleaned columns atomically (a crash leaves the old version or the new one)."""
-    folder = data_dir / table.schema.name
-    tmp = data_dir / f".{table.schema.name}.tmp"
-    private_dir(tmp)  # the data are private: 0700 folders, 0600 files, whatever the umask
-    for name, values in table.columns.items():
-        with private_file(tmp / f"{name}.npy") as out:
-            np.save(out, values, allow_pickle=False)
-    with private_file(tmp / "schema.json") as out:
-        out.write(json.dumps(table.schema.to_dict()).encode())
-    if folder.exists():
-        old = data_dir / f".{table.schema.name}.old"
-        os.replace(folder, old)
-        os.replace(tmp, folder)
-        for f in old.iterdir():
-            f.unlink()
-        old.rmdir()
-    else:
-        os.replace(tmp, folder)
-
-
-def load_table(data_dir: Path, schema: DatasetSchema) -> Table:
-    """Load a stored dataset's cleaned columns."""
-    folder = data_dir / schema.name
-    cols = {c.name: np.load(folder / f"{c.name}.npy", allow_pickle=False) for c in schema.columns}
-    return Table(schema, cols)

@@ -205,7 +205,8 @@ def _frame(schema: DatasetSchema, columns: Mapping[str, Any], keys: list[Column]
         if c.type in ("float", "int") and c not in keys:
             data[c.name] = pl.Series(c.name, columns[c.name], dtype=pl.Float64)
         elif c in keys or c.name == schema.privacy_unit:
-            data[c.name] = pl.Series(c.name, columns[c.name], dtype=pl.Float64).cast(pl.Int64)
+            # codes are stored as int64: the mapped column itself, not a copy (docs/server.md)
+            data[c.name] = pl.Series(c.name, columns[c.name]).cast(pl.Int64)
     return pl.DataFrame(data)
 
 

@@ -78,11 +78,11 @@ def _frame(schema: DatasetSchema, columns: Mapping[str, Any]) -> Any:
     for c in schema.columns:
         if c.type == "category":
             assert c.categories is not None
-            labels = np.asarray([*c.categories, _OTHER], dtype=object)
-            codes = np.asarray(columns[c.name], dtype=np.int64)
-            data[c.name] = pl.Series(c.name, labels[codes].tolist(), dtype=pl.String)
+            # each code's label gathered by Polars (no Python string per row)
+            labels = pl.Series(c.name, [*c.categories, _OTHER], dtype=pl.String)
+            data[c.name] = labels.gather(np.asarray(columns[c.name], dtype=np.int64))
         elif c.type == "id":
-            data[c.name] = pl.Series(c.name, columns[c.name], dtype=pl.Float64).cast(pl.Int64)
+            data[c.name] = pl.Series(c.name, columns[c.name]).cast(pl.Int64)
         elif c.type in ("float", "int"):
             data[c.name] = pl.Series(c.name, columns[c.name], dtype=pl.Float64)
     return pl.DataFrame(data)

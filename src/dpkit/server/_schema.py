@@ -367,4 +367,8 @@ def dummy_table(schema: DatasetSchema, rows: int = 1000) -> Table:
             assert c.bounds is not None
             v = gen.uniform(c.bounds[0], c.bounds[1], rows)
             cols[c.name] = np.rint(v) if c.type == "int" else v
+    for values in cols.values():
+        # read-only like the stored columns (mapped read-only): a query type that would write
+        # into its input fails on the dummy, at pricing, not on the real table after its charge
+        values.flags.writeable = False
     return Table(schema, cols)

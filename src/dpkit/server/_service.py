@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
 import os
 import re
 import shutil
@@ -27,7 +28,7 @@ from dpkit.server._auth import Principal, key_id, new_key, verify_key
 from dpkit.server._config import ServerConfig
 from dpkit.server._default import default_registry
 from dpkit.server._files import private_dir, tighten
-from dpkit.server._ingest import load_table, read_source, resolve_source, store_table
+from dpkit.server._ingest import read_source, resolve_source
 from dpkit.server._ledger import Charge, Ledger, StaleDatasetError
 from dpkit.server._locks import flocked
 from dpkit.server._numbers import real
@@ -44,12 +45,14 @@ from dpkit.server._queries import clamped
 from dpkit.server._recovery import Liveness, lost, recover, wait_for_answer, wait_for_answer_async
 from dpkit.server._registry import Meter, Prepared, QueryRegistry
 from dpkit.server._schema import DatasetSchema, Table, check_name, dummy_table
+from dpkit.server._store import DATA_FILE, load_table, store_table, upgrade_stored
 
 __all__ = ["AuthError", "Curator", "ForbiddenError", "NotFoundError", "QueryFailedError"]
 
 _IDEM = re.compile(r"[A-Za-z0-9_.:-]{1,100}")
 _TOP = {"dataset", "query", "dry_run", "dummy", "idempotency_key"}
 _STALE_RETRIES = 3
+_log = logging.getLogger("dpkit.server")
 
 
 class _Failed(Exception):
@@ -80,6 +83,8 @@ class Curator:
         self.tables: dict[str, Table] = {}
         self.dummies: dict[str, Table] = {}
         self.versions: dict[str, int] = {}
+        self.refused: dict[str, int] = {}
+        """Datasets whose stored file failed its check when mapped, with the ledger's version."""
         self._lock = threading.Lock()
         self._local = threading.local()
         self.liveness = Liveness(config.data_dir)
@@ -142,8 +147,10 @@ class Curator:
                 self.ledger.set_key_hash("admin", h)
         with self._data_lock(exclusive=True):
             # the files of an older installation (made under a umask of 022) become private too
-            tighten(self.config.data_dir)
+            tighten(self.config.data_dir, read_only={DATA_FILE})
             self._finish_interrupted_registrations()
+            for ds in self.ledger.datasets():  # stored by an older version: one file now
+                upgrade_stored(self.config.data_dir, DatasetSchema.from_dict(ds["schema"]))
         if self.config.datasets:
             with self._data_lock(exclusive=True):
                 known = {ds["name"] for ds in self.ledger.datasets()}
@@ -202,9 +209,23 @@ class Curator:
         """
         with self._data_lock(exclusive=False):
             for ds in self.ledger.datasets():
-                if self.versions.get(ds["name"]) != ds["version"]:
-                    schema = DatasetSchema.from_dict(ds["schema"])
-                    self._install(load_table(self.config.data_dir, schema), ds["version"])
+                name, version = ds["name"], ds["version"]
+                if self.versions.get(name) == version or self.refused.get(name) == version:
+                    continue
+                schema = DatasetSchema.from_dict(ds["schema"])
+                try:
+                    table = load_table(self.config.data_dir, schema)
+                except DataError as exc:
+                    # This dataset only is out of service (not the whole service): no answer
+                    # comes from a file that is not the one registered, nor from the version
+                    # it replaced. The admin registers it again (a new version).
+                    _log.error("dataset %s (version %d) not loaded: %s", name, version, exc)
+                    with self._lock:
+                        self.refused[name] = version
+                        for held in (self.tables, self.dummies, self.versions):
+                            held.pop(name, None)
+                    continue
+                self._install(table, version)
 
     def _install(self, table: Table, version: int) -> None:
         name = table.schema.name
@@ -218,6 +239,7 @@ class Curator:
             self.tables[name] = table
             self.dummies[name] = dummy_table(table.schema, self.config.dummy_rows)
             self.versions[name] = version
+            self.refused.pop(name, None)
 
     # -- people ---------------------------------------------------------------------------------
     def authenticate(self, key: str | None) -> Principal:
@@ -264,9 +286,10 @@ class Curator:
         table = read_source(path, schema)
         # Stored and registered as one step for every process of the service (see _data_lock).
         private_dir(self.config.data_dir)
-        store_table(self.config.data_dir, table)
+        store_table(self.config.data_dir, table, source=path)
+        del table  # this process too answers from the stored file, mapped, not from a copy
         version = self.ledger.add_dataset(schema.name, schema.to_dict(), eps, dlt)
-        self._install(table, version)
+        self._install(load_table(self.config.data_dir, schema), version)
         return schema.to_dict()
 
     def schema(self, name: object) -> DatasetSchema:
@@ -276,6 +299,11 @@ class Curator:
         if table is None:  # perhaps registered through another worker process since
             self.refresh()
             table = self.tables.get(str(name))
+        if table is None and str(name) in self.refused:
+            raise QueryFailedError(
+                "this dataset's stored file failed its integrity check, so it is not answered; "
+                "nothing was charged. The admin must register it again."
+            )
         if table is None:
             raise NotFoundError("no dataset of that name; GET /v1/datasets lists them.")
         return table.schema
