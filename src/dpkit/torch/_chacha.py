@@ -1,0 +1,135 @@
+"""ChaCha20 (RFC 8439) in torch integer ops: a secure counter-mode stream on the model's device.
+
+The block function is computed for many block counters at once: the 4×4 state is a tensor of
+shape (4, 4, n), so each of the eight quarter-round operations of a column (or diagonal) round is
+one tensor operation over all four columns of every block. The 32-bit words are held in int64
+tensors and every addition is masked back to 32 bits (``& 0xFFFFFFFF``), so nothing relies on
+signed overflow; rotations shift within 64 bits (at most ``2**32 << 16 < 2**48``).
+
+Stream layout: the 256-bit key fills words 4–11, words 12–13 hold a 64-bit block counter
+(low word first) and words 14–15 a 64-bit stream id, as in Bernstein's original ChaCha; the block
+function itself is RFC 8439's, which takes word 12 as a 32-bit counter and words 13–15 as its
+96-bit nonce (:func:`chacha20_blocks` accepts either). ChaCha20 is a pseudorandom function of the
+key: with a secret uniformly random key the words are computationally indistinguishable from
+independent uniform 32-bit words (Bernstein 2008, "ChaCha, a variant of Salsa20"; RFC 8439).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from dpkit.errors import PrivacyParameterError
+
+__all__ = ["ChaChaStream", "chacha20_blocks", "key_words", "random_key"]
+
+MASK = 0xFFFFFFFF
+_SIGMA = (0x61707865, 0x3320646E, 0x79622D32, 0x6B206574)  # "expand 32-byte k"
+
+
+def key_words(key: bytes) -> list[int]:
+    """The eight little-endian 32-bit words of a 32-byte key."""
+    if not isinstance(key, bytes) or len(key) != 32:
+        raise PrivacyParameterError("a ChaCha20 key is 32 bytes.")
+    return [int.from_bytes(key[4 * i : 4 * i + 4], "little") for i in range(8)]
+
+
+def _rotl(x: Tensor, r: int) -> Tensor:
+    return ((x << r) & MASK) | (x >> (32 - r))
+
+
+def _quarter(a: Tensor, b: Tensor, c: Tensor, d: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    # RFC 8439 §2.1, on whole rows: each tensor holds one word of four quarter rounds per block
+    a = (a + b) & MASK
+    d = _rotl(d ^ a, 16)
+    c = (c + d) & MASK
+    b = _rotl(b ^ c, 12)
+    a = (a + b) & MASK
+    d = _rotl(d ^ a, 8)
+    c = (c + d) & MASK
+    b = _rotl(b ^ c, 7)
+    return a, b, c, d
+
+
+def chacha20_blocks(key: list[int], word12: Tensor, nonce: tuple[Tensor | int, ...]) -> Tensor:
+    """ChaCha20 blocks (RFC 8439 §2.3) for a vector of word-12 values: shape (n, 16), int64.
+
+    ``key`` is the eight key words, ``word12`` the block counters (int64 in [0, 2**32)), and
+    ``nonce`` words 13, 14 and 15 (ints, or int64 tensors broadcastable to ``word12``). Row i is
+    the serialised block's sixteen little-endian words, each in [0, 2**32).
+    """
+    n = word12.shape[0]
+    dev = word12.device
+    init = torch.empty((4, 4, n), dtype=torch.int64, device=dev)
+    init[0] = torch.tensor(_SIGMA, dtype=torch.int64, device=dev)[:, None]
+    init[1] = torch.tensor(key[:4], dtype=torch.int64, device=dev)[:, None]
+    init[2] = torch.tensor(key[4:], dtype=torch.int64, device=dev)[:, None]
+    init[3, 0] = word12
+    for j, w in enumerate(nonce, start=1):
+        init[3, j] = w
+    a, b, c, d = init[0].clone(), init[1].clone(), init[2].clone(), init[3].clone()
+    for _ in range(10):  # 20 rounds: a column round and a diagonal round each time
+        a, b, c, d = _quarter(a, b, c, d)
+        # diagonals (0,5,10,15), (1,6,11,12), (2,7,8,13), (3,4,9,14): rotate rows 1–3 left
+        b, c, d = b.roll(-1, 0), c.roll(-2, 0), d.roll(-3, 0)
+        a, b, c, d = _quarter(a, b, c, d)
+        b, c, d = b.roll(1, 0), c.roll(2, 0), d.roll(3, 0)
+    out = torch.stack((a, b, c, d)).add_(init).bitwise_and_(MASK)
+    return out.permute(2, 0, 1).reshape(n, 16)
+
+
+class ChaChaStream:
+    """Uniform 32-bit words from ChaCha20 under a 256-bit key, generated on ``device``.
+
+    Block ``i`` of the stream is ``chacha20_blocks`` with the 64-bit counter ``i`` in words
+    12–13 and ``stream`` in words 14–15; words are handed out in stream order and each once (a
+    partly used block's remainder is discarded, never served again).
+
+    Parameters
+    ----------
+    key : bytes
+        32 bytes. dpkit draws them from the run's generator, by default its secure one (AES
+        counter mode keyed from the operating system); torch's generator is never used.
+    device : torch.device or str
+    stream : int
+        A 64-bit stream id (different ids give independent streams under one key).
+
+    Examples
+    --------
+    >>> import os
+    >>> s = ChaChaStream(os.urandom(32), "cpu")
+    >>> w = s.words(5)
+    >>> w.dtype, bool(((w >= 0) & (w < 2**32)).all())
+    (torch.int64, True)
+    """
+
+    def __init__(self, key: bytes, device: torch.device | str, *, stream: int = 0) -> None:
+        self._key = key_words(key)
+        self.device = torch.device(device)
+        if not 0 <= stream < 1 << 64:
+            raise PrivacyParameterError("stream must be a 64-bit unsigned int.")
+        self._nonce = (stream & MASK, stream >> 32)
+        self.counter = 0  # next block
+
+    def words(self, n: int) -> Tensor:
+        """The next ``n`` words (int64 tensor, each in [0, 2**32))."""
+        blocks = -(-n // 16)
+        if self.counter + blocks > 1 << 63:
+            raise PrivacyParameterError("a ChaCha20 stream is exhausted after 2**63 blocks.")
+        c = torch.arange(self.counter, self.counter + blocks, dtype=torch.int64, device=self.device)
+        self.counter += blocks
+        low, high = c & MASK, (c >> 32) & MASK
+        out = chacha20_blocks(self._key, low, (high, *self._nonce))
+        return out.reshape(-1)[:n]
+
+    def bits62(self, n: int) -> Tensor:
+        """``n`` uniform 62-bit integers (int64 in [0, 2**62)) from two words each."""
+        w = self.words(2 * n).reshape(n, 2)
+        return w[:, 0] | ((w[:, 1] & 0x3FFFFFFF) << 32)
+
+
+def random_key(gen: np.random.Generator) -> bytes:
+    """A 256-bit key from a NumPy generator (dpkit's secure one unless the caller seeded it)."""
+    words = gen.integers(0, 1 << 64, size=4, dtype=np.uint64)
+    return b"".join(int(w).to_bytes(8, "little") for w in words.tolist())
