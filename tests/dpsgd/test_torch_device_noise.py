@@ -65,15 +65,20 @@ def test_stream_layout_is_a_64_bit_counter_then_the_stream_id() -> None:
     # words 12–13: block counter 7, 8; words 14–15: stream id 5·2**32 (ChaCha20 keystream of
     # RFC 8439 with counter 7 and nonce 00:00:00:00:00:00:00:00:05:00:00:00, computed
     # independently)
-    s = ChaChaStream(RFC_KEY, "cpu", stream=5 << 32)
+    s = ChaChaStream(RFC_KEY, "cpu", stream=5 << 32, chunk=3)
     s.counter = 7
-    assert _serialise(s.words(32)).hex() == (
+    first = s.words(20)
+    assert _serialise(torch.cat((first, s.words(12)))).hex() == (
         "c8e7aad54a3fa8f0a196b82e26ab15d667909e90a56c4d2b144beaf8e6bcf416"
         "4d8ee58ca582dc65207fdd93ad9b28f0fd03a98a81c8d0d8a2728ff949db59db"
         "06419a19b523886a424968807117c574bdb1b62f2634d987ae682b87e292d1cd"
         "148f5dffa5700a32e611599f7d2e7d5c5440fa25c73c43a1247f32d8d61eac7f"
     )
-    assert s.counter == 9  # each word once: the next draw starts at block 9
+    # each word once: what follows is block 9's word 0 (the buffer holds the rest of block 9)
+    following = s.words(1)
+    t = ChaChaStream(RFC_KEY, "cpu", stream=5 << 32, chunk=1)
+    t.counter = 9
+    assert torch.equal(following, t.words(1))
 
 
 def test_bad_keys_are_refused() -> None:

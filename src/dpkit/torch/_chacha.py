@@ -16,6 +16,9 @@ independent uniform 32-bit words (Bernstein 2008, "ChaCha, a variant of Salsa20"
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
+
 import numpy as np
 import torch
 from torch import Tensor
@@ -52,6 +55,27 @@ def _quarter(a: Tensor, b: Tensor, c: Tensor, d: Tensor) -> tuple[Tensor, Tensor
     return a, b, c, d
 
 
+def _core(head: Tensor, w12: Tensor, w13: Tensor, w14: Tensor, w15: Tensor) -> Tensor:
+    """The block function: ``head`` holds words 0–11, ``w12``…``w15`` one value per block."""
+    n = w12.shape[0]
+    init = torch.cat(
+        (head.reshape(3, 4, 1).expand(3, 4, n), torch.stack((w12, w13, w14, w15))[None])
+    )
+    a, b, c, d = init[0], init[1], init[2], init[3]
+    for _ in range(10):  # 20 rounds: a column round and a diagonal round each time
+        a, b, c, d = _quarter(a, b, c, d)
+        # diagonals (0,5,10,15), (1,6,11,12), (2,7,8,13), (3,4,9,14): rotate rows 1–3 left
+        b, c, d = b.roll(-1, 0), c.roll(-2, 0), d.roll(-3, 0)
+        a, b, c, d = _quarter(a, b, c, d)
+        b, c, d = b.roll(1, 0), c.roll(2, 0), d.roll(3, 0)
+    out = (torch.stack((a, b, c, d)) + init) & MASK
+    return out.permute(2, 0, 1).reshape(n, 16)
+
+
+def _head(key: list[int], device: torch.device) -> Tensor:
+    return torch.tensor([*_SIGMA, *key], dtype=torch.int64, device=device)
+
+
 def chacha20_blocks(key: list[int], word12: Tensor, nonce: tuple[Tensor | int, ...]) -> Tensor:
     """ChaCha20 blocks (RFC 8439 §2.3) for a vector of word-12 values: shape (n, 16), int64.
 
@@ -59,32 +83,37 @@ def chacha20_blocks(key: list[int], word12: Tensor, nonce: tuple[Tensor | int, .
     ``nonce`` words 13, 14 and 15 (ints, or int64 tensors broadcastable to ``word12``). Row i is
     the serialised block's sixteen little-endian words, each in [0, 2**32).
     """
-    n = word12.shape[0]
-    dev = word12.device
-    init = torch.empty((4, 4, n), dtype=torch.int64, device=dev)
-    init[0] = torch.tensor(_SIGMA, dtype=torch.int64, device=dev)[:, None]
-    init[1] = torch.tensor(key[:4], dtype=torch.int64, device=dev)[:, None]
-    init[2] = torch.tensor(key[4:], dtype=torch.int64, device=dev)[:, None]
-    init[3, 0] = word12
-    for j, w in enumerate(nonce, start=1):
-        init[3, j] = w
-    a, b, c, d = init[0].clone(), init[1].clone(), init[2].clone(), init[3].clone()
-    for _ in range(10):  # 20 rounds: a column round and a diagonal round each time
-        a, b, c, d = _quarter(a, b, c, d)
-        # diagonals (0,5,10,15), (1,6,11,12), (2,7,8,13), (3,4,9,14): rotate rows 1–3 left
-        b, c, d = b.roll(-1, 0), c.roll(-2, 0), d.roll(-3, 0)
-        a, b, c, d = _quarter(a, b, c, d)
-        b, c, d = b.roll(1, 0), c.roll(2, 0), d.roll(3, 0)
-    out = torch.stack((a, b, c, d)).add_(init).bitwise_and_(MASK)
-    return out.permute(2, 0, 1).reshape(n, 16)
+    rest = [
+        torch.as_tensor(w, dtype=torch.int64, device=word12.device).expand_as(word12) for w in nonce
+    ]
+    return _core(_head(key, word12.device), word12, *rest)
+
+
+_COMPILED: dict[str, Callable[..., Tensor]] = {}
+
+
+def _compiled_core() -> Callable[..., Tensor] | None:
+    """The block function compiled into one GPU kernel by ``torch.compile``, when it can be.
+
+    Eager torch runs each of the ~600 tensor operations of a block function as its own kernel;
+    compiled, the whole state stays in registers. The compiled function computes the same
+    integers (integer operations are exact; the CUDA tests check the words against the CPU's).
+    ``DPKIT_TORCH_COMPILE=0`` turns it off.
+    """
+    if os.environ.get("DPKIT_TORCH_COMPILE", "1") == "0":
+        return None
+    if "cuda" not in _COMPILED:
+        _COMPILED["cuda"] = torch.compile(_core, dynamic=False, fullgraph=True)
+    return _COMPILED["cuda"]
 
 
 class ChaChaStream:
     """Uniform 32-bit words from ChaCha20 under a 256-bit key, generated on ``device``.
 
-    Block ``i`` of the stream is ``chacha20_blocks`` with the 64-bit counter ``i`` in words
-    12–13 and ``stream`` in words 14–15; words are handed out in stream order and each once (a
-    partly used block's remainder is discarded, never served again).
+    Block ``i`` of the stream is the block function with the 64-bit counter ``i`` in words
+    12–13 and ``stream`` in words 14–15. Blocks are made ``chunk`` at a time (one fixed shape,
+    few kernel launches) into a buffer; words are handed out in stream order and each once: a
+    returned tensor may be a view of the buffer, whose served part is never served again.
 
     Parameters
     ----------
@@ -94,6 +123,8 @@ class ChaChaStream:
     device : torch.device or str
     stream : int
         A 64-bit stream id (different ids give independent streams under one key).
+    chunk : int, optional
+        Blocks per call of the block function (default 2**17 on a GPU, 2**10 elsewhere).
 
     Examples
     --------
@@ -104,24 +135,51 @@ class ChaChaStream:
     (torch.int64, True)
     """
 
-    def __init__(self, key: bytes, device: torch.device | str, *, stream: int = 0) -> None:
-        self._key = key_words(key)
+    def __init__(
+        self, key: bytes, device: torch.device | str, *, stream: int = 0, chunk: int | None = None
+    ) -> None:
         self.device = torch.device(device)
+        self._head = _head(key_words(key), self.device)
         if not 0 <= stream < 1 << 64:
             raise PrivacyParameterError("stream must be a 64-bit unsigned int.")
-        self._nonce = (stream & MASK, stream >> 32)
-        self.counter = 0  # next block
+        gpu = self.device.type == "cuda"
+        self.chunk = chunk if chunk is not None else (1 << 17 if gpu else 1 << 10)
+        self._base = torch.arange(self.chunk, dtype=torch.int64, device=self.device)
+        self._nonce = [
+            torch.tensor(w, dtype=torch.int64, device=self.device).expand(self.chunk)
+            for w in (stream & MASK, stream >> 32)
+        ]
+        self._core = (_compiled_core() if gpu else None) or _core
+        self.compiled = self._core is not _core
+        self.counter = 0  # next block to make
+        self._buffer = torch.empty(0, dtype=torch.int64, device=self.device)
+
+    def _blocks(self, chunks: int) -> Tensor:
+        if self.counter + chunks * self.chunk > 1 << 63:
+            raise PrivacyParameterError("a ChaCha20 stream is exhausted after 2**63 blocks.")
+        out = []
+        for _ in range(chunks):
+            c = self._base + self.counter
+            self.counter += self.chunk
+            args = (self._head, c & MASK, (c >> 32) & MASK, *self._nonce)
+            try:
+                out.append(self._core(*args))
+            except Exception:  # compilation unavailable here: the same function, eager
+                if self._core is _core:
+                    raise
+                self._core, self.compiled = _core, False
+                out.append(_core(*args))
+        return torch.cat(out).reshape(-1) if len(out) > 1 else out[0].reshape(-1)
 
     def words(self, n: int) -> Tensor:
         """The next ``n`` words (int64 tensor, each in [0, 2**32))."""
-        blocks = -(-n // 16)
-        if self.counter + blocks > 1 << 63:
-            raise PrivacyParameterError("a ChaCha20 stream is exhausted after 2**63 blocks.")
-        c = torch.arange(self.counter, self.counter + blocks, dtype=torch.int64, device=self.device)
-        self.counter += blocks
-        low, high = c & MASK, (c >> 32) & MASK
-        out = chacha20_blocks(self._key, low, (high, *self._nonce))
-        return out.reshape(-1)[:n]
+        have = self._buffer.numel()
+        if have < n:
+            chunks = -(-(n - have) // (16 * self.chunk))
+            self._buffer = torch.cat((self._buffer, self._blocks(chunks)))
+        out = self._buffer[:n]
+        self._buffer = self._buffer[n:]
+        return out
 
     def bits62(self, n: int) -> Tensor:
         """``n`` uniform 62-bit integers (int64 in [0, 2**62)) from two words each."""
