@@ -41,10 +41,14 @@ t = time.perf_counter()
 s = ChaChaStream(bytes(32), dev)
 s.words(16); torch.cuda.synchronize()
 print(f"chacha20 first call (compiles when it can) {time.perf_counter() - t:.1f} s, compiled: {s.compiled}")
-for n in (1 << 20, 1 << 24):
-    s.words(n); torch.cuda.synchronize(); t = time.perf_counter()
-    s.words(n); torch.cuda.synchronize(); dt = time.perf_counter() - t
-    print(f"chacha20 {n} words: {dt * 1e3:.2f} ms, {n / dt / 1e6:.0f} M words/s")
+from dpkit.torch import _chacha
+e = ChaChaStream(bytes(32), dev)
+e._core = _chacha._core  # the eager block function, for comparison
+for label, st in (("default", s), ("eager", e)):
+    for n in (1 << 23, 1 << 25):
+        st.words(n); torch.cuda.synchronize(); t = time.perf_counter()
+        st.words(n); torch.cuda.synchronize(); dt = time.perf_counter() - t
+        print(f"chacha20 {label} {n} words: {dt * 1e3:.2f} ms, {n / dt / 1e6:.0f} M words/s")
 g = DeviceGaussian(1.0, -24, gen=seeded(0), device=dev)
 print("sampler stream compiled:", g._sampler.stream.compiled)
 for n in (60_000, 1 << 20, 1 << 22):
