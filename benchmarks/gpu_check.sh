@@ -43,7 +43,7 @@ s.words(16); torch.cuda.synchronize()
 print(f"chacha20 first call (compiles when it can) {time.perf_counter() - t:.1f} s, compiled: {s.compiled}")
 from dpkit.torch import _chacha
 e = ChaChaStream(bytes(32), dev)
-e._core = _chacha._core  # the eager block function, for comparison
+e._rounds = _chacha._double_round  # the eager block function, for comparison
 for label, st in (("default", s), ("eager", e)):
     for n in (1 << 23, 1 << 25):
         st.words(n); torch.cuda.synchronize(); t = time.perf_counter()

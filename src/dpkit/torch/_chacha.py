@@ -55,19 +55,30 @@ def _quarter(a: Tensor, b: Tensor, c: Tensor, d: Tensor) -> tuple[Tensor, Tensor
     return a, b, c, d
 
 
-def _core(head: Tensor, w12: Tensor, w13: Tensor, w14: Tensor, w15: Tensor) -> Tensor:
+def _double_round(a: Tensor, b: Tensor, c: Tensor, d: Tensor) -> tuple[Tensor, ...]:
+    """A column round then a diagonal round, on the state's four rows (each (4, n))."""
+    a, b, c, d = _quarter(a, b, c, d)
+    # diagonals (0,5,10,15), (1,6,11,12), (2,7,8,13), (3,4,9,14): rotate rows 1–3 left
+    b, c, d = b.roll(-1, 0), c.roll(-2, 0), d.roll(-3, 0)
+    a, b, c, d = _quarter(a, b, c, d)
+    return a, b.roll(1, 0), c.roll(2, 0), d.roll(3, 0)
+
+
+def _core(
+    head: Tensor,
+    w12: Tensor,
+    w13: Tensor,
+    w14: Tensor,
+    w15: Tensor,
+    rounds: Callable[..., tuple[Tensor, ...]] = _double_round,
+) -> Tensor:
     """The block function: ``head`` holds words 0–11, ``w12``…``w15`` one value per block."""
     n = w12.shape[0]
-    init = torch.cat(
-        (head.reshape(3, 4, 1).expand(3, 4, n), torch.stack((w12, w13, w14, w15))[None])
-    )
+    last = torch.stack((w12, w13, w14, w15))[None]
+    init = torch.cat((head.reshape(3, 4, 1).expand(3, 4, n), last))
     a, b, c, d = init[0], init[1], init[2], init[3]
-    for _ in range(10):  # 20 rounds: a column round and a diagonal round each time
-        a, b, c, d = _quarter(a, b, c, d)
-        # diagonals (0,5,10,15), (1,6,11,12), (2,7,8,13), (3,4,9,14): rotate rows 1–3 left
-        b, c, d = b.roll(-1, 0), c.roll(-2, 0), d.roll(-3, 0)
-        a, b, c, d = _quarter(a, b, c, d)
-        b, c, d = b.roll(1, 0), c.roll(2, 0), d.roll(3, 0)
+    for _ in range(10):  # 20 rounds
+        a, b, c, d = rounds(a, b, c, d)
     out = (torch.stack((a, b, c, d)) + init) & MASK
     return out.permute(2, 0, 1).reshape(n, 16)
 
@@ -89,21 +100,21 @@ def chacha20_blocks(key: list[int], word12: Tensor, nonce: tuple[Tensor | int, .
     return _core(_head(key, word12.device), word12, *rest)
 
 
-_COMPILED: dict[str, Callable[..., Tensor]] = {}
+_COMPILED: dict[str, Callable[..., tuple[Tensor, ...]]] = {}
 
 
-def _compiled_core() -> Callable[..., Tensor] | None:
-    """The block function compiled into one GPU kernel by ``torch.compile``, when it can be.
+def _compiled_rounds() -> Callable[..., tuple[Tensor, ...]] | None:
+    """A double round compiled into one GPU kernel by ``torch.compile``, when it can be.
 
-    Eager torch runs each of the ~600 tensor operations of a block function as its own kernel;
-    compiled, the whole state stays in registers. The compiled function computes the same
-    integers (integer operations are exact; the CUDA tests check the words against the CPU's).
-    ``DPKIT_TORCH_COMPILE=0`` turns it off.
+    Eager torch runs each of a double round's ~60 tensor operations as its own kernel, reading
+    and writing the whole state each time; compiled, a double round reads and writes it once.
+    Integer operations are exact, so the words are the same (the CUDA tests compare them with
+    the CPU's). ``DPKIT_TORCH_COMPILE=0`` turns it off.
     """
     if os.environ.get("DPKIT_TORCH_COMPILE", "1") == "0":
         return None
     if "cuda" not in _COMPILED:
-        _COMPILED["cuda"] = torch.compile(_core, dynamic=False, fullgraph=True)
+        _COMPILED["cuda"] = torch.compile(_double_round, dynamic=False, fullgraph=True)
     return _COMPILED["cuda"]
 
 
@@ -151,8 +162,8 @@ class ChaChaStream:
             torch.tensor(w, dtype=torch.int64, device=self.device).expand(self.chunk)
             for w in (stream & MASK, stream >> 32)
         ]
-        self._core = (_compiled_core() if gpu else None) or _core
-        self.compiled = self._core is not _core
+        self._rounds = (_compiled_rounds() if gpu else None) or _double_round
+        self.compiled = self._rounds is not _double_round
         self.counter = 0  # next block to make
         self._buffer = torch.empty(0, dtype=torch.int64, device=self.device)
 
@@ -165,11 +176,11 @@ class ChaChaStream:
             self.counter += self.chunk
             args = (self._head, c & MASK, (c >> 32) & MASK, *self._nonce)
             try:
-                out.append(self._core(*args))
+                out.append(_core(*args, rounds=self._rounds))
             except Exception:  # compilation unavailable here: the same function, eager
-                if self._core is _core:
+                if self._rounds is _double_round:
                     raise
-                self._core, self.compiled = _core, False
+                self._rounds, self.compiled = _double_round, False
                 out.append(_core(*args))
         return torch.cat(out).reshape(-1) if len(out) > 1 else out[0].reshape(-1)
 
