@@ -17,7 +17,7 @@ independent uniform 32-bit words (Bernstein 2008, "ChaCha, a variant of Salsa20"
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -66,15 +66,12 @@ def _double_round(a: Tensor, b: Tensor, c: Tensor, d: Tensor) -> tuple[Tensor, .
 
 def _core(
     head: Tensor,
-    w12: Tensor,
-    w13: Tensor,
-    w14: Tensor,
-    w15: Tensor,
+    tail: Sequence[Tensor],
     rounds: Callable[..., tuple[Tensor, ...]] = _double_round,
 ) -> Tensor:
-    """The block function: ``head`` holds words 0–11, ``w12``…``w15`` one value per block."""
-    n = w12.shape[0]
-    last = torch.stack((w12, w13, w14, w15))[None]
+    """The block function: ``head`` holds words 0–11, ``tail`` words 12–15 (one per block)."""
+    n = tail[0].shape[0]
+    last = torch.stack(tuple(tail))[None]
     init = torch.cat((head.reshape(3, 4, 1).expand(3, 4, n), last))
     a, b, c, d = init[0], init[1], init[2], init[3]
     for _ in range(10):  # 20 rounds
@@ -97,7 +94,7 @@ def chacha20_blocks(key: list[int], word12: Tensor, nonce: tuple[Tensor | int, .
     rest = [
         torch.as_tensor(w, dtype=torch.int64, device=word12.device).expand_as(word12) for w in nonce
     ]
-    return _core(_head(key, word12.device), word12, *rest)
+    return _core(_head(key, word12.device), [word12, *rest])
 
 
 _COMPILED: dict[str, Callable[..., tuple[Tensor, ...]]] = {}
@@ -174,14 +171,14 @@ class ChaChaStream:
         for _ in range(chunks):
             c = self._base + self.counter
             self.counter += self.chunk
-            args = (self._head, c & MASK, (c >> 32) & MASK, *self._nonce)
+            tail = [c & MASK, (c >> 32) & MASK, *self._nonce]
             try:
-                out.append(_core(*args, rounds=self._rounds))
+                out.append(_core(self._head, tail, rounds=self._rounds))
             except Exception:  # compilation unavailable here: the same function, eager
                 if self._rounds is _double_round:
                     raise
                 self._rounds, self.compiled = _double_round, False
-                out.append(_core(*args))
+                out.append(_core(self._head, tail))
         return torch.cat(out).reshape(-1) if len(out) > 1 else out[0].reshape(-1)
 
     def words(self, n: int) -> Tensor:
