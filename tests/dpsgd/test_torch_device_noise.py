@@ -7,6 +7,8 @@ The CUDA tests run only where a GPU is present; every other test runs on CPU tor
 from __future__ import annotations
 
 import math
+import os
+import warnings
 
 import numpy as np
 import pytest
@@ -18,7 +20,7 @@ from scipy import stats  # noqa: E402
 from dpkit.errors import PrivacyParameterError  # noqa: E402
 from dpkit.noise._discrete import sample_discrete_gaussian  # noqa: E402
 from dpkit.noise._float_safe import _add_on_grid  # noqa: E402
-from dpkit.random import seeded  # noqa: E402
+from dpkit.random import secure_generator, seeded  # noqa: E402
 from dpkit.torch._chacha import ChaChaStream, chacha20_blocks, key_words  # noqa: E402
 from dpkit.torch._device_noise import DeviceGaussian, ExactSampler, add_on_grid  # noqa: E402
 
@@ -167,6 +169,22 @@ def test_pool_hands_out_each_sample_once_and_is_dropped_on_clear() -> None:
     assert noise._pool.numel() == 2000 and not torch.equal(first, second)
     noise.clear()
     assert noise._pool.numel() == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX only")
+def test_a_forked_child_draws_other_noise() -> None:
+    noise = DeviceGaussian(1.0, -24, gen=secure_generator(), device="cpu", ahead=1)
+    noise.take(8)
+    read, write = os.pipe()
+    with warnings.catch_warnings():  # Python 3.12 warns of fork() in a threaded process; the
+        warnings.simplefilter("ignore", DeprecationWarning)  # child only writes and exits
+        pid = os.fork()
+    if pid == 0:  # the child: its next samples, to the parent
+        os.write(write, noise.take(8).numpy().tobytes())
+        os._exit(0)
+    os.waitpid(pid, 0)
+    child = np.frombuffer(os.read(read, 64), dtype=np.int64)
+    assert not np.array_equal(child, noise.take(8).numpy())
 
 
 def test_sigma_the_int64_sampler_cannot_hold_is_refused_up_front() -> None:

@@ -21,6 +21,8 @@ and a pool is never reused across runs (``clear()`` drops it, e.g. when a checkp
 from __future__ import annotations
 
 import math
+import os
+import weakref
 
 import numpy as np
 import torch
@@ -30,6 +32,7 @@ from dpkit.errors import PrivacyParameterError
 from dpkit.noise._discrete import DGAUSS_MAX_NUMERATOR
 from dpkit.noise._float_safe import _check_grid, _in_grid_units
 from dpkit.noise._scales import rational_at_least
+from dpkit.random import is_secure
 from dpkit.torch._chacha import ChaChaStream, random_key
 
 __all__ = ["DeviceGaussian", "ExactSampler", "add_on_grid", "round_to_grid"]
@@ -250,6 +253,14 @@ class DeviceGaussian:
         self.max_pool = max_pool
         self._sampler = ExactSampler(ChaChaStream(random_key(gen), self.device))
         self._pool = torch.empty(0, dtype=torch.int64, device=self.device)
+        self.secure = is_secure(gen)
+        if self.secure:
+            _SECURE.add(self)
+
+    def _rekey(self) -> None:
+        """A new key from the operating system and an empty pool (in a forked child)."""
+        self._sampler = ExactSampler(ChaChaStream(os.urandom(32), self.device))
+        self.clear()
 
     def sample(self, n: int) -> Tensor:
         """``n`` fresh exact samples (int64), drawn now (no pool)."""
@@ -311,3 +322,18 @@ def add_on_grid(x: Tensor, noise: Tensor, grid: int) -> Tensor:
     exact grid point ``(k + Z) · 2**grid``.
     """
     return round_to_grid(x, grid) + _times_power(noise.to(torch.float64), grid)
+
+
+# A forked child would continue its parent's ChaCha20 stream and pool, releasing the same noise
+# (which cancels in the difference of two releases): as dpkit.random does for its generators,
+# every sampler keyed from a secure generator gets a fresh key from the OS in the child.
+_SECURE: weakref.WeakSet[DeviceGaussian] = weakref.WeakSet()
+
+
+def _rekey_after_fork() -> None:
+    for noise in list(_SECURE):
+        noise._rekey()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_rekey_after_fork)
