@@ -1,10 +1,14 @@
-"""DP-SGD step time on CPU: non-private SGD, dpkit.torch, and Opacus (when installed).
+"""DP-SGD step time: non-private SGD, dpkit.torch, and Opacus (when installed), CPU or GPU.
 
 Two models from the DP-SGD literature's usual benchmarks: an MLP 784-512-512-10 with batch 256,
-and a small CNN with GroupNorm on 3×32×32 images with batch 128. Each private step is one
-logical batch of exactly the physical size (clipping and noise included; sampling excluded for
-all). Run: ``python benchmarks/dpsgd_torch.py`` (2 threads by default, ``--threads`` to change).
-Times are medians of repeated steps; ratios are to the non-private step of the same run.
+and a small CNN with GroupNorm on 3×32×32 images with batch 128 (256 on a GPU). Each private step
+is one logical batch of exactly the physical size (clipping and noise included; sampling
+excluded for all). Run: ``python benchmarks/dpsgd_torch.py`` (CPU, 2 threads by default,
+``--threads`` to change) or ``--device cuda`` (data and model on the GPU; dpkit's noise then made
+on the device). Times are medians of repeated steps (on a GPU each timed step ends with a
+synchronisation); ratios are to the non-private step of the same run. "noise share" is the mean
+time of the noise alone per step (pool refills included, over several refills) over the mean
+private step.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import statistics
 import time
 import warnings
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -41,14 +46,26 @@ def cnn() -> nn.Module:
     )  # fmt: skip
 
 
-def median_time(fn: Callable[[], object], repeats: int) -> float:
+def _sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def step_times(fn: Callable[[], object], repeats: int) -> list[float]:
     fn()  # warm-up
+    fn()
+    _sync()
     times = []
     for _ in range(repeats):
         t = time.perf_counter()
         fn()
+        _sync()
         times.append(time.perf_counter() - t)
-    return statistics.median(times)
+    return times
+
+
+def median_time(fn: Callable[[], object], repeats: int) -> float:
+    return statistics.median(step_times(fn, repeats))
 
 
 def plain_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> Callable[[], None]:
@@ -63,16 +80,44 @@ def plain_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> Callable[[
     return step
 
 
-def dpkit_step(
-    model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, noise: bool = True
-) -> Callable[[], None]:
+def dpkit_run(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, noise: str = "auto") -> Any:
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     data = torch.utils.data.TensorDataset(x, y)
     b = len(y)
-    run = make_private(
+    return make_private(
         model, opt, data, n_samples=100 * b, batch_size=b, epochs=10_000, max_grad_norm=1.0,
-        delta=1e-5, noise_multiplier=1.0, rng=seeded(0),
+        delta=1e-5, noise_multiplier=1.0, rng=seeded(0), noise=noise,
     )  # fmt: skip
+
+
+def noise_time(
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, noise: str, steps: int = 64
+) -> float:
+    """Mean time of one step's noise alone (64 steps: several refills of a device pool)."""
+    opt = dpkit_run(model, x, y, noise=noise).optimizer
+    if steps == 1 and opt._device_noise is not None:
+        opt._device_noise.ahead = 1  # one step's noise per call: each timed call draws it
+    n = sum(p.numel() for p in opt.clipper.params)
+    flat = torch.zeros(n, dtype=torch.float64, device=x.device)
+    opt._noisy(flat)
+    _sync()
+    t = time.perf_counter()
+    for _ in range(steps):
+        opt._noisy(flat)
+    _sync()
+    return (time.perf_counter() - t) / steps
+
+
+def dpkit_step(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    noise: bool = True,
+    where: str = "auto",
+) -> Callable[[], None]:
+    run = dpkit_run(model, x, y, noise=where)
+    b = len(y)
     popt = run.optimizer
     crit = nn.CrossEntropyLoss(reduction="none")
 
@@ -126,8 +171,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    gpu = device.type == "cuda"
     try:
         import opacus  # type: ignore[import-not-found]  # noqa: F401
 
@@ -136,25 +184,40 @@ def main() -> None:
         modes = []
         print("opacus not installed: comparing with non-private SGD only")
     gen = np.random.default_rng(0)
+    cnn_batch = 256 if gpu else 128
     cases = [
         ("MLP 784-512-512-10, batch 256", mlp, (256, 784)),
-        ("CNN GroupNorm 3x32x32, batch 128", cnn, (128, 3, 32, 32)),
+        (f"CNN GroupNorm 3x32x32, batch {cnn_batch}", cnn, (cnn_batch, 3, 32, 32)),
     ]
+    # where dpkit's noise is made: on a GPU the device (the default there); on the CPU NumPy's
+    # path (the default there), the torch path's noise being timed alone (it is far slower)
+    wheres = ["device"] if gpu else ["numpy"]
+    where_on = f"{torch.cuda.get_device_name(device)}" if gpu else f"CPU, {args.threads} threads"
     for title, make, shape in cases:
-        x = torch.from_numpy(gen.standard_normal(shape).astype(np.float32))
-        y = torch.from_numpy(gen.integers(0, 10, shape[0]))
+        x = torch.from_numpy(gen.standard_normal(shape).astype(np.float32)).to(device)
+        y = torch.from_numpy(gen.integers(0, 10, shape[0])).to(device)
         torch.manual_seed(0)
-        base = median_time(plain_step(make(), x, y), args.repeats)
-        rows = [("non-private SGD", f"{base * 1e3:.1f}", "1.00")]
-        for label, step in (
-            ("dpkit clip only", dpkit_step(make(), x, y, noise=False)),
-            ("dpkit (exact noise)", dpkit_step(make(), x, y)),
-            *((f"opacus {m}", opacus_step(make(), x, y, m)) for m in modes),
-        ):
-            t = median_time(step, args.repeats)
-            rows.append((label, f"{t * 1e3:.1f}", f"{t / base:.2f}"))
-        print(f"\n{title} ({args.threads} threads, median of {args.repeats} steps)")
-        print(table(rows, ("step", "ms", "x non-private")))
+        base = median_time(plain_step(make().to(device), x, y), args.repeats)
+        rows = [("non-private SGD", f"{base * 1e3:.2f}", "1.00", "")]
+        t = median_time(dpkit_step(make().to(device), x, y, noise=False), args.repeats)
+        rows.append(("dpkit clip only", f"{t * 1e3:.2f}", f"{t / base:.2f}", ""))
+        for where in wheres:
+            times = step_times(dpkit_step(make().to(device), x, y, where=where), args.repeats)
+            t = statistics.median(times)
+            share = noise_time(make().to(device), x, y, where) / statistics.mean(times)
+            rows.append(
+                (f"dpkit (exact noise, {where})", f"{t * 1e3:.2f}", f"{t / base:.2f}",
+                 f"{100 * share:.0f}%")
+            )  # fmt: skip
+        for m in modes:
+            t = median_time(opacus_step(make().to(device), x, y, m), args.repeats)
+            rows.append((f"opacus {m}", f"{t * 1e3:.2f}", f"{t / base:.2f}", ""))
+        if not gpu:
+            for where in ("numpy", "device"):
+                t = noise_time(make(), x, y, where, steps=1 if where == "device" else 8)
+                rows.append((f"noise alone ({where})", f"{t * 1e3:.2f}", f"{t / base:.2f}", ""))
+        print(f"\n{title} ({where_on}, median of {args.repeats} steps)")
+        print(table(rows, ("step", "ms", "x non-private", "noise share")))
 
 
 if __name__ == "__main__":

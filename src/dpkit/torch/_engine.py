@@ -67,7 +67,9 @@ class PrivateTraining:
 
         ``criterion(model(x), y)`` must return one loss per example (``reduction="none"``) for
         batches ``(x, y)``; or give ``loss_fn(model, batch)`` for other batch layouts.
-        ``callback(step)`` is called after each step.
+        ``callback(step)`` is called after each step. Batches are moved to the parameters'
+        device (a no-op for data already there: keep a ``TensorDataset`` on the GPU to avoid
+        the copies).
         """
         if (criterion is None) == (loss_fn is None):
             raise PrivacyParameterError("give exactly one of criterion and loss_fn.")
@@ -82,11 +84,13 @@ class PrivateTraining:
         left = self.plan.steps - self.optimizer.steps_taken
         todo = left if steps is None else min(int(steps), left)
         self.model.train()
+        device = self.optimizer.device
         while todo > 0:
             for batch in self.loader:
                 self.optimizer.zero_grad()
                 for physical in batch:
-                    self.optimizer.backward(loss_fn(self.model, physical))
+                    moved = tuple(_to(t, device) for t in physical)
+                    self.optimizer.backward(loss_fn(self.model, moved))
                 self.optimizer.step()
                 todo -= 1
                 if callback is not None:
@@ -94,6 +98,10 @@ class PrivateTraining:
                 if todo == 0:
                     break
         return self
+
+
+def _to(x: Any, device: torch.device) -> Any:
+    return x.to(device, non_blocking=True) if isinstance(x, Tensor) else x
 
 
 def _dataset(data: Any) -> tuple[Any, int | None, Any]:
@@ -131,6 +139,7 @@ def make_private(
     accountant: SupportsCharge | None = None,
     accounting: str = "auto",
     rng: RNGLike = None,
+    noise: str = "auto",
 ) -> PrivateTraining:
     """Make a model, its optimizer and its data private: DP-SGD (Abadi et al. 2016) done exactly.
 
@@ -200,6 +209,11 @@ def make_private(
     rng : None, int or numpy.random.Generator
         ``None`` (default): dpkit's secure generator for sampling and noise. A seed makes the run
         reproducible and **not private** (warned when an accountant is charged).
+    noise : {"auto", "numpy", "device"}
+        Where each step's exact noise is drawn: ``"device"`` on the parameters' device (ChaCha20
+        in torch integer ops, keyed from ``rng``'s generator, pooled over steps), ``"numpy"`` by
+        :func:`dpkit.noise.gaussian` on the CPU; ``"auto"`` (default): the device off the CPU,
+        NumPy (faster there) on it. The distribution is the same either way.
 
     Returns
     -------
@@ -287,7 +301,7 @@ def make_private(
             group=group,
         )
         private_opt = PrivateOptimizer(
-            optimizer, clipper=clipper, plan=plan, loader=loader, gen=gen
+            optimizer, clipper=clipper, plan=plan, loader=loader, gen=gen, noise=noise
         )
         charge_release(
             accountant, plan.event, "dpkit.torch training run", rng=rng, delta=plan.delta

@@ -12,6 +12,7 @@ from torch import Tensor
 from dpkit.errors import BudgetExceededError, PrivacyParameterError
 from dpkit.noise import gaussian
 from dpkit.torch._clip import Clipper
+from dpkit.torch._device_noise import DeviceGaussian
 from dpkit.torch._plan import TrainingPlan
 from dpkit.torch._sampling import LogicalBatch, PrivateLoader
 
@@ -35,6 +36,13 @@ class PrivateOptimizer:
     batch size ``plan.expected_batch_size`` and lets the wrapped optimizer update. A step with an
     empty batch is noised like any other. The run was paid for when it was made private; a step
     past ``plan.steps`` raises :class:`~dpkit.errors.BudgetExceededError` before any noise.
+
+    Where the noise is made (``noise``): ``"numpy"`` draws it with :func:`dpkit.noise.gaussian`
+    on the CPU (AES counter mode, threads); ``"device"`` draws the same distribution on the
+    parameters' device with :class:`~dpkit.torch._device_noise.DeviceGaussian` (ChaCha20 in torch
+    integer ops, keyed from ``gen``), pooled over several steps; ``"auto"`` takes ``"device"``
+    for parameters off the CPU and ``"numpy"`` (the faster there) on it. Either way the sums, the
+    rounding to the grid and the update stay where the parameters are.
     """
 
     def __init__(
@@ -45,7 +53,23 @@ class PrivateOptimizer:
         plan: TrainingPlan,
         loader: PrivateLoader,
         gen: np.random.Generator,
+        noise: str = "auto",
     ) -> None:
+        if noise not in ("auto", "numpy", "device"):
+            raise PrivacyParameterError('noise must be "auto", "numpy" or "device".')
+        devices = {p.device for p in clipper.params}
+        if len(devices) != 1:
+            raise PrivacyParameterError(
+                "the model's trainable parameters are on several devices: DP-SGD needs them on "
+                "one (the clipped sums are noised and added together)."
+            )
+        self.device = devices.pop()
+        if noise == "auto":
+            noise = "numpy" if self.device.type == "cpu" else "device"
+        self.noise = noise
+        self._device_noise: DeviceGaussian | None = None
+        if noise == "device":
+            self._device_noise = DeviceGaussian(plan.sigma, plan.grid, gen=gen, device=self.device)
         self.original_optimizer = optimizer
         self.clipper = clipper
         self.plan = plan
@@ -103,12 +127,12 @@ class PrivateOptimizer:
                 "backward() may be called once per physical batch: a second call would count "
                 "its examples twice."
             )
-        real = batch.mask
+        real = batch.mask.to(losses.device, non_blocking=True)  # where the norms are
         if mask is not None:
             if not isinstance(mask, Tensor) or mask.shape != real.shape:
                 self.clipper.discard()
                 raise PrivacyParameterError("mask must be a bool tensor of shape (B,).")
-            real = real & mask.to(torch.bool)
+            real = real & mask.to(device=real.device, dtype=torch.bool)
         self.clipper.accumulate(losses, real, group=self.loader.group)
         self._batch = batch
         self._used.add(batch.done)
@@ -133,11 +157,9 @@ class PrivateOptimizer:
                 "whole batch (the sampling the accounting assumes) before stepping."
             )
         sums = self.clipper.sums
-        flat = torch.cat([s.reshape(-1) for s in sums]).to(torch.float64).numpy()
-        noisy = np.asarray(gaussian(flat, self.plan.sigma, grid=self.plan.grid, rng=self._gen))
-        noisy /= self.plan.expected_batch_size
-        noisy *= self.clipper.output_scale  # adaptive clipping: back from C₀ to C_t
-        out = torch.from_numpy(noisy)
+        out = self._noisy(torch.cat([s.reshape(-1) for s in sums]).to(torch.float64))
+        out /= self.plan.expected_batch_size
+        out *= self.clipper.output_scale  # adaptive clipping: back from C₀ to C_t
         k = 0
         for p, s in zip(self.clipper.params, sums, strict=True):
             n = s.numel()
@@ -157,6 +179,15 @@ class PrivateOptimizer:
         self._batch = None
         self._used = set()
 
+    def _noisy(self, flat: Tensor) -> Tensor:
+        """``round(flat) + 2**grid · Z`` (float64) with exact discrete Gaussian Z, on flat's
+        device."""
+        if self._device_noise is not None:
+            return self._device_noise.add(flat)
+        x = flat.cpu().numpy()  # the CPU path (noise="numpy"): no copy when already on the CPU
+        noisy = np.asarray(gaussian(x, self.plan.sigma, grid=self.plan.grid, rng=self._gen))
+        return torch.from_numpy(noisy).to(flat.device)
+
     def state_dict(self) -> dict[str, Any]:
         """The wrapped optimizer's state and the number of private steps taken."""
         state = {"optimizer": self.original_optimizer.state_dict(), "steps_taken": self.steps_taken}
@@ -165,7 +196,12 @@ class PrivateOptimizer:
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict` (the steps taken count against the same plan)."""
+        """Restore :meth:`state_dict` (the steps taken count against the same plan).
+
+        Noise pooled on the device is discarded: no noise drawn before the load is used after it.
+        """
+        if self._device_noise is not None:
+            self._device_noise.clear()
         self.original_optimizer.load_state_dict(state["optimizer"])
         taken = state["steps_taken"]
         if isinstance(taken, bool) or not isinstance(taken, int) or taken < self.steps_taken:
