@@ -174,17 +174,22 @@ def test_pool_hands_out_each_sample_once_and_is_dropped_on_clear() -> None:
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX only")
 def test_a_forked_child_draws_other_noise() -> None:
     noise = DeviceGaussian(1.0, -24, gen=secure_generator(), device="cpu", ahead=1)
-    noise.take(8)
+    before = noise.take(8)
     read, write = os.pipe()
     with warnings.catch_warnings():  # Python 3.12 warns of fork() in a threaded process; the
         warnings.simplefilter("ignore", DeprecationWarning)  # child only writes and exits
         pid = os.fork()
-    if pid == 0:  # the child: its next samples, to the parent
-        os.write(write, noise.take(8).numpy().tobytes())
+    if pid == 0:  # the child runs no torch op (it could wait forever on the parent's threads)
+        os.write(write, bytes([noise._forked, len(noise._pool)]))
         os._exit(0)
     os.waitpid(pid, 0)
-    child = np.frombuffer(os.read(read, 64), dtype=np.int64)
-    assert not np.array_equal(child, noise.take(8).numpy())
+    assert os.read(read, 2) == bytes([1, 0])  # marked for a new key; the pool is the parent's
+    assert not noise._forked  # the parent keeps its stream
+    # what the child does at its first draw: a new key from the OS, the pool dropped
+    old = noise._sampler
+    noise._forked = True
+    after = noise.take(8)
+    assert noise._sampler is not old and not noise._forked and not torch.equal(before, after)
 
 
 def test_sigma_the_int64_sampler_cannot_hold_is_refused_up_front() -> None:

@@ -253,6 +253,7 @@ class DeviceGaussian:
         self.max_pool = max_pool
         self._sampler = ExactSampler(ChaChaStream(random_key(gen), self.device))
         self._pool = torch.empty(0, dtype=torch.int64, device=self.device)
+        self._forked = False  # set in a forked child: re-key before the next draw
         self.secure = is_secure(gen)
         if self.secure:
             _SECURE.add(self)
@@ -261,9 +262,12 @@ class DeviceGaussian:
         """A new key from the operating system and an empty pool (in a forked child)."""
         self._sampler = ExactSampler(ChaChaStream(os.urandom(32), self.device))
         self.clear()
+        self._forked = False
 
     def sample(self, n: int) -> Tensor:
         """``n`` fresh exact samples (int64), drawn now (no pool)."""
+        if self._forked:
+            self._rekey()
         out = torch.empty(n, dtype=torch.int64, device=self.device)
         filled = 0
         while filled < n:
@@ -277,6 +281,8 @@ class DeviceGaussian:
 
     def take(self, n: int) -> Tensor:
         """The next ``n`` unused samples of the pool, refilled for ``ahead`` steps when short."""
+        if self._forked:
+            self._rekey()
         if self._pool.numel() < n:
             per = max(n, min(self.ahead * n, self.max_pool))
             self._pool = self.sample(per)
@@ -326,13 +332,16 @@ def add_on_grid(x: Tensor, noise: Tensor, grid: int) -> Tensor:
 
 # A forked child would continue its parent's ChaCha20 stream and pool, releasing the same noise
 # (which cancels in the difference of two releases): as dpkit.random does for its generators,
-# every sampler keyed from a secure generator gets a fresh key from the OS in the child.
+# every sampler keyed from a secure generator gets a fresh key from the OS in the child. The
+# hook only marks the samplers; the new key is made at the child's first draw, because torch
+# must not run at fork time (CUDA cannot be used in a forked child, e.g. a DataLoader worker,
+# and a parallel CPU op there can wait forever on its parent's thread pool).
 _SECURE: weakref.WeakSet[DeviceGaussian] = weakref.WeakSet()
 
 
 def _rekey_after_fork() -> None:
     for noise in list(_SECURE):
-        noise._rekey()
+        noise._forked = True
 
 
 if hasattr(os, "register_at_fork"):  # POSIX
