@@ -41,7 +41,7 @@ class Compiled:
     scope: Scope
     where: Any = None  # a Polars predicate
     derived: dict[str, Any] = field(default_factory=dict)  # physical name → Polars expression
-    windows: dict[str, Any] = field(default_factory=dict)  # BigQuery: per-unit aggregates
+    windows: dict[str, Any] = field(default_factory=dict)  # BigQuery: name → _bigquery.Window
     keys: list[str] = field(default_factory=list)  # physical key columns
     key_values: list[Any] = field(default_factory=list)  # per key: tuple, "public", or None
     aggs: list[Aggregation] = field(default_factory=list)
