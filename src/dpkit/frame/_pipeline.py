@@ -48,6 +48,7 @@ __all__ = [
     "missing_rows",
     "pack_min",
     "prepare",
+    "row_hashes",
     "sort_is_faster",
     "sorted_totals",
 ]
@@ -168,12 +169,8 @@ def prepare(
         ok = [pl.col(c).is_not_null() for c in layout.values]
         ok += [pl.col(c).cast(pl.Float64).is_nan().not_() for c in layout.values]
         lf = lf.filter(pl.all_horizontal(ok))
-    s = [int(v) for v in seeds]
-    hashed = [OCC if own_unit or occurrence else layout.unit, *content]
-    lf = lf.with_columns(  # first: value measures round with the row hash
-        hash_series(hashed, hash_key(s[0], s[3])).alias(H),
-        hash_series([layout.unit, *layout.keys], hash_key(s[1], s[3])).alias(G),
-    )
+    # first: value measures round with the row hash
+    lf = lf.with_columns(row_hashes(layout, seeds, occurrence=own_unit or occurrence))
     cols: list[Any] = []
     for mn in plan.measures:
         m = mn.measure
@@ -188,6 +185,18 @@ def prepare(
         for k, t in lf.collect_schema().items()
         if k in layout.keys and t.is_float()
     )
+
+
+def row_hashes(layout: Layout, seeds: Sequence[int], *, occurrence: bool) -> list[Any]:
+    """Step 1's two keyed hashes, as Polars expressions: :data:`H` of the row (its unit, or its
+    :data:`OCC` number where each row is its own unit, its keys and values) and :data:`G` of
+    its (unit, key) pair; each under its own key from ``seeds``."""
+    s = [int(v) for v in seeds]
+    hashed = [OCC if occurrence else layout.unit, *layout.keys, *layout.values]
+    return [
+        hash_series(hashed, hash_key(s[0], s[3])).alias(H),
+        hash_series([layout.unit, *layout.keys], hash_key(s[1], s[3])).alias(G),
+    ]
 
 
 def _canonical(pl: Any, key: str, dtype: Any) -> Any:

@@ -1,29 +1,51 @@
 """The Spark engine: Spark computes the exact bounded aggregates; the driver does the rest.
 
-Spark runs only deterministic steps: the row-wise *prepare* step of the Polars engine (the very
-same function, applied to each Arrow batch by ``mapInArrow``, so hashes and fixed-point integers
-are bit-identical), then ``row_number`` windows ordered by the keyed hashes for the contribution
-bounds and integer sums per key. The small table of exact totals is collected to the driver, and
-key selection, noise and estimates run through :func:`dpkit.frame._finish.finish`, the code the
-Polars engine uses. Ties in a hash order only rows equal in every hashed column, so Spark's and
-Polars' tie-breaking cannot change a sum.
+Spark runs only deterministic steps, the Polars engine's step by step. In Spark SQL: the rows
+with a null or NaN in an aggregated column are dropped, each value is clamped and scaled (the
+double ``f(clip(x)) · 2**k`` before its rounding) and each bucket index computed; then the only
+Python on the executors, dpkit's keyed row hash (:func:`dpkit.frame._pipeline.row_hashes`, the
+very function of the Polars engine, applied to each Arrow batch by ``mapInArrow``, since
+SipHash and keyed BLAKE2b are not Spark SQL functions); then, in Spark SQL again, the
+stochastic rounding ``floor(y + u)`` with ``u`` from the row hash's low bits, one sign of zero
+and one NaN for float keys, ``row_number`` windows ordered by the hashes for the contribution
+bounds, and integer sums per key. Each per-row number is made by the same IEEE 754 operations,
+in the same order, as by :func:`dpkit.frame._pipeline.prepare` (``greatest``/``least`` clamp as
+Polars' ``clip`` does for every non-NaN value; the JVM never fuses a multiply and an add), so
+the integers are bit-identical. The small table of exact totals is collected to the driver,
+and key selection, noise and estimates run through :func:`dpkit.frame._finish.finish`, the
+code the Polars engine uses. Ties in a hash order only rows equal in every hashed column, so
+Spark's and Polars' tie-breaking cannot change a sum.
 """
 
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from dpkit._missing import missing_error
 from dpkit.errors import DataError
+from dpkit.frame._aggs import Measure
 from dpkit.frame._calibrate import Bounding, NoisePlan
 from dpkit.frame._engine import polars
-from dpkit.frame._pipeline import ALL, OCC, ROWS, UNITS, WEIGHT, G, H, Layout, prepare
+from dpkit.frame._pipeline import (
+    ALL,
+    OCC,
+    ROWS,
+    UNITS,
+    WEIGHT,
+    G,
+    H,
+    Layout,
+    row_hashes,
+)
 from dpkit.frame._selection import weights
 from dpkit.stats._spark import failure_name
 
 __all__ = ["spark_refuse_missing", "spark_schema_check", "spark_totals"]
+
+_LOW = 1 << 32  # the row hash's low 32 bits draw the rounding uniform (see _pipeline._row_int)
 
 _HINT = "the Spark engine needs PySpark: pip install 'dpkit[spark]'"
 
@@ -54,30 +76,113 @@ def spark_schema_check(df: Any, by: Sequence[str], layout: Layout) -> None:
             raise DataError(f"column {c!r} must be numeric to be aggregated, not {fields[c]}.")
 
 
-def _prepared_schema(df: Any, layout: Layout, plan: NoisePlan, t: Any) -> Any:
+def _hashed_schema(df: Any, names: Sequence[str], t: Any) -> Any:
+    """The hash pass's output: ``names`` as they are, then the two hashes."""
     fields = {f.name: f for f in df.schema.fields}
-    out = [fields[layout.unit], *(fields[k] for k in layout.keys)]
-    out += [t.StructField(H, t.LongType()), t.StructField(G, t.LongType())]
-    out += [
-        t.StructField(m.measure.name, t.LongType())
-        for m in plan.measures
-        if m.measure.kind in ("value", "bucket")
-    ]
-    return t.StructType(out)
+    out = [fields[n] for n in names]
+    return t.StructType([*out, t.StructField(H, t.LongType()), t.StructField(G, t.LongType())])
 
 
-def _prepare_batches(
-    layout: Layout, plan: NoisePlan, seeds: Sequence[int], occurrence: bool
-) -> Any:  # a picklable closure for the executors
+def _hash_batches(layout: Layout, seeds: Sequence[int], occurrence: bool, keep: list[str]) -> Any:
+    """The keyed row hashes of each Arrow batch (a picklable closure for the executors)."""
+
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         pl = polars()
+        hashes = row_hashes(layout, seeds, occurrence=occurrence)
         for batch in batches:
-            frame = pl.from_arrow(batch)
-            lf = frame.lazy()
-            out = prepare(lf, layout, plan, seeds, own_unit=False, occurrence=occurrence).collect()
-            yield from out.to_arrow().to_batches()
+            lf = pl.from_arrow(batch).lazy().with_columns(hashes)
+            yield from lf.select([*keep, H, G]).collect().to_arrow().to_batches()
 
     return run
+
+
+def _scaled(f: Any, m: Measure, k: int) -> tuple[Any, int, int]:
+    """``f(clip(x)) · 2**k``, the double a value measure rounds, and its integer range: the
+    operations of :func:`dpkit.frame._pipeline._row_int`, in its order."""
+    assert m.bounds is not None and m.column is not None
+    lo, hi = m.bounds
+    x = f.least(f.greatest(f.col(m.column).cast("double"), f.lit(float(lo))), f.lit(float(hi)))
+    if m.transform == "plain":
+        fx, flo, fhi = x, lo, hi
+    else:
+        mid = lo / 2 + hi / 2
+        inv = 2.0 / (hi - lo) if math.isfinite(hi - lo) else 1.0 / (hi / 2 - lo / 2)
+        fx = (x - f.lit(float(mid))) * f.lit(float(inv))
+        flo, fhi = -1.0, 1.0
+        if m.transform == "square":
+            fx, flo = fx * fx, 0.0
+    t_lo, t_hi = math.floor(math.ldexp(flo, k)), math.floor(math.ldexp(fhi, k))
+    return fx * f.lit(math.ldexp(1.0, k)), t_lo, t_hi
+
+
+def _rounded(f: Any, y: str, t_lo: int, t_hi: int) -> Any:
+    """``floor(y + u)`` clipped to its range, ``u`` from the low 32 bits of the row hash."""
+    low = f.col(H).bitwiseAND(f.lit(_LOW - 1)).cast("double")
+    u = (low + f.lit(0.5)) * f.lit(2.0**-32)
+    v = f.floor(f.col(y) + u).cast("long")
+    return f.least(f.greatest(v, f.lit(t_lo).cast("long")), f.lit(t_hi).cast("long"))
+
+
+def _bucket(f: Any, m: Measure) -> Any:
+    """A bucket index (null outside the edges), as :func:`dpkit.frame._pipeline._bucket`."""
+    assert m.column is not None
+    x = f.col(m.column).cast("double")
+    if m.edges:
+        e = m.edges
+        inside = (x >= f.lit(float(e[0]))) & (x <= f.lit(float(e[-1])))
+        idx = f.lit(0).cast("long")
+        for v in e[1:-1]:
+            idx = idx + (x >= f.lit(float(v))).cast("long")
+        return f.when(inside, idx)
+    assert m.bounds is not None
+    lo, hi = m.bounds
+    leaves = m.branching**m.levels
+    clipped = f.least(f.greatest(x, f.lit(float(lo))), f.lit(float(hi)))
+    leaf = f.floor((clipped - f.lit(float(lo))) * f.lit(leaves / (hi - lo))).cast("long")
+    return f.least(f.greatest(leaf, f.lit(0).cast("long")), f.lit(leaves - 1).cast("long"))
+
+
+def _canonical(f: Any, key: str, dtype: Any) -> Any:
+    """One sign of zero and one NaN for a float key, as the Polars engine's ``_canonical``."""
+    c = f.col(key)
+    zero, nan = f.lit(0.0).cast(dtype), f.lit(float("nan")).cast(dtype)
+    return f.when(c == 0, zero).when(f.isnan(c), nan).otherwise(c).alias(key)
+
+
+def _prepare(
+    df: Any, layout: Layout, plan: NoisePlan, seeds: Sequence[int], occurrence: bool
+) -> Any:
+    """Step 1 of the pipeline on Spark: SQL before and after the one Python pass (the hash)."""
+    f, _, t = _spark()
+    if layout.values:
+        ok = [f.col(c).isNotNull() & ~f.isnan(f.col(c).cast("double")) for c in layout.values]
+        cond = ok[0]
+        for o in ok[1:]:
+            cond = cond & o
+        df = df.filter(cond)
+    pre: list[Any] = []
+    post: list[Any] = []
+    for mn in plan.measures:
+        m = mn.measure
+        if m.kind == "value":
+            y, t_lo, t_hi = _scaled(f, m, mn.exponent)
+            pre.append(y.alias(f"__y{len(pre)}"))
+            post.append(_rounded(f, f"__y{len(pre) - 1}", t_lo, t_hi).alias(m.name))
+        elif m.kind == "bucket":
+            pre.append(_bucket(f, m).alias(f"__y{len(pre)}"))
+            post.append(f.col(f"__y{len(pre) - 1}").alias(m.name))
+    occ = [OCC] if occurrence else []
+    df = df.select(layout.unit, *layout.keys, *layout.values, *occ, *pre)
+    keep = [layout.unit, *layout.keys, *(f"__y{i}" for i in range(len(pre)))]
+    hashed = df.mapInArrow(
+        _hash_batches(layout, seeds, occurrence, keep), _hashed_schema(df, keep, t)
+    )
+    types = {fl.name: fl.dataType for fl in hashed.schema.fields}
+    keys = [
+        _canonical(f, k, types[k]) if isinstance(types[k], t.FloatType | t.DoubleType) else f.col(k)
+        for k in layout.keys
+    ]
+    return hashed.select(layout.unit, *keys, H, G, *post)
 
 
 def spark_totals(
@@ -115,7 +220,7 @@ def _spark_totals(
     plan: NoisePlan,
     seeds: Sequence[int],
 ) -> tuple[Any, Any]:
-    f, window, t = _spark()
+    f, window, _ = _spark()
     pl = polars()
     if layout.keys == (ALL,):
         df = df.withColumn(ALL, f.lit(0).cast("int"))
@@ -127,10 +232,7 @@ def _spark_totals(
         content = window.partitionBy(*keys, *layout.values).orderBy(f.lit(0))
         df = df.withColumn(OCC, f.row_number().over(content).cast("long") - 1)
     occ = [OCC] if own_unit else []
-    df = df.select(unit, *keys, *layout.values, *occ)
-    prep = df.mapInArrow(
-        _prepare_batches(layout, plan, seeds, bool(occ)), _prepared_schema(df, layout, plan, t)
-    )
+    prep = _prepare(df, layout, plan, seeds, bool(occ))
     values = [m.measure.name for m in plan.measures if m.measure.kind == "value"]
     buckets = [m.measure.name for m in plan.measures if m.measure.kind == "bucket"]
     row_path = bool(buckets) or b.max_rows_per_unit is not None

@@ -13,6 +13,7 @@ for ``n`` aggregate calls as in BigQuery.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dpkit.errors import QueryRefusedError
@@ -25,17 +26,42 @@ from dpkit.sql._post import Post
 if TYPE_CHECKING:  # pragma: no cover
     from dpkit.sql._compile import _Compiler
 
-__all__ = ["bq_aggregate", "bq_options", "bq_percentile"]
+__all__ = ["Window", "bq_aggregate", "bq_options", "bq_percentile"]
 
 
-def _part(comp: _Compiler) -> list[Any]:
-    pl = polars()
+@dataclass(frozen=True)
+class Window:
+    """A per-unit value in each group, kept in an engine-neutral form: ``kind`` is ``"rows"``
+    (the unit's rows in the group), ``"nn"`` (its rows where ``expr`` is not null), ``"sum"`` or
+    ``"mean"`` (of ``expr``, a Float64 row-wise Polars expression) over the rows sharing the
+    columns ``part`` (the unit and the keys), or ``"row"`` (``expr`` itself, row-wise)."""
+
+    kind: str
+    expr: Any
+    part: tuple[str, ...] = ()
+
+    def polars(self) -> Any:
+        """The window as one Polars expression (the Polars engine's plan)."""
+        pl = polars()
+        part = [pl.col(c) for c in self.part]
+        if self.kind == "rows":
+            return pl.len().over(part).cast(pl.Float64)
+        if self.kind == "nn":
+            return self.expr.is_not_null().sum().over(part).cast(pl.Float64)
+        if self.kind == "sum":
+            return self.expr.sum().over(part)
+        if self.kind == "mean":
+            return self.expr.mean().over(part)
+        return self.expr
+
+
+def _part(comp: _Compiler) -> tuple[str, ...]:
     if comp.scope.unit is None:
         raise QueryRefusedError(
             "BigQuery's DIFFERENTIAL_PRIVACY clause needs a privacy unit column; this table has "
             "row privacy. Use dpkit's dialect (no WITH DIFFERENTIAL_PRIVACY) instead."
         )
-    return [pl.col(comp.scope.unit), *(pl.col(k) for k in comp.c.keys)]
+    return (comp.scope.unit, *comp.c.keys)
 
 
 def bq_aggregate(comp: _Compiler, kind: str, arg: Any, bounds: tuple[float, float] | None) -> Post:
@@ -46,13 +72,13 @@ def bq_aggregate(comp: _Compiler, kind: str, arg: Any, bounds: tuple[float, floa
     c = comp.c
     if kind == "count":
         if isinstance(arg, exp.Star):
-            per_unit, note = pl.len().over(part), "rows"
+            per_unit, note = Window("rows", None, part), "rows"
         else:
             r = comp._row(arg, clamp=False)
-            per_unit, note = r.expr.is_not_null().sum().over(part), "non-null rows"
+            per_unit, note = Window("nn", r.expr, part), "non-null rows"
         lo, hi = bounds if bounds is not None else (0.0, float(comp.scope.private.max_rows))
         col = comp._fresh("u")
-        c.windows[col] = per_unit.cast(pl.Float64)
+        c.windows[col] = per_unit
         return (
             "ref",
             comp._register(
@@ -83,7 +109,7 @@ def bq_aggregate(comp: _Compiler, kind: str, arg: Any, bounds: tuple[float, floa
             raise QueryRefusedError("contribution bounds need lower < upper.")
         e = r.expr.cast(pl.Float64)
         col = comp._fresh("u")
-        c.windows[col] = (e.sum() if kind == "sum" else e.mean()).over(part)
+        c.windows[col] = Window("sum" if kind == "sum" else "mean", e, part)
         make = fsum if kind == "sum" else mean
         what = "sum" if kind == "sum" else "average"
         return (
@@ -117,7 +143,7 @@ def bq_percentile(comp: _Compiler, arg: Any, q: float, bounds: tuple[float, floa
         bounds = (rb.lo, rb.hi)
     lo, hi = bounds
     col = comp._fresh("u")
-    comp.c.windows[col] = r.expr.cast(pl.Float64)
+    comp.c.windows[col] = Window("row", r.expr.cast(pl.Float64))
     alias = comp._register(
         ("bq", col, q),
         lambda a: quantiles(col, [q], bounds=(lo, hi), alias=a),

@@ -11,22 +11,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dpkit.errors import QueryRefusedError
-from dpkit.frame import Aggregation, count, count_units, mean, quantiles, std, var
-from dpkit.frame import sum as fsum
-from dpkit.frame._engine import polars
+from dpkit.frame import Aggregation
+from dpkit.sql._aggregate import aggregate
+from dpkit.sql._bigquery import bq_options
 from dpkit.sql._catalog import Catalog
 from dpkit.sql._exprs import RowExpr, rowwise
-from dpkit.sql._parse import MARKER, Parsed, sqlglot
+from dpkit.sql._parse import Parsed, sqlglot
 from dpkit.sql._post import Post
 from dpkit.sql._scope import Scope, scope_of
 from dpkit.sql._text import (
-    ANON_AGGS,
     default_name,
     has_agg,
     is_agg,
     literal_int,
     not_null,
-    probability,
     refuse_structure,
 )
 
@@ -43,7 +41,7 @@ class Compiled:
     scope: Scope
     where: Any = None  # a Polars predicate
     derived: dict[str, Any] = field(default_factory=dict)  # physical name → Polars expression
-    windows: dict[str, Any] = field(default_factory=dict)  # BigQuery: per-unit aggregates
+    windows: dict[str, Any] = field(default_factory=dict)  # BigQuery: name → _bigquery.Window
     keys: list[str] = field(default_factory=list)  # physical key columns
     key_values: list[Any] = field(default_factory=list)  # per key: tuple, "public", or None
     aggs: list[Aggregation] = field(default_factory=list)
@@ -58,21 +56,6 @@ class Compiled:
     max_rows_per_unit: int | None = None
     n_dp_functions: int = 0  # aggregate calls in SELECT (BigQuery's budget split)
     _agg_index: dict[tuple[Any, ...], str] = field(default_factory=dict)
-
-
-_AGG_NAMES = {
-    "Count": "count",
-    "Sum": "sum",
-    "Avg": "avg",
-    "Variance": "var",
-    "VariancePop": "var",
-    "Stddev": "stddev",
-    "StddevPop": "stddev",
-    "StddevSamp": "stddev",
-    "Median": "median",
-    "PercentileCont": "percentile",
-    "PercentileDisc": "percentile",
-}
 
 
 class _Compiler:
@@ -173,7 +156,7 @@ class _Compiler:
         self.c.limit = literal_int(tree.args.get("limit"), "LIMIT")
         self.c.offset = literal_int(tree.args.get("offset"), "OFFSET") or 0
         if self.bq:
-            self._bigquery_options()
+            bq_options(self)
         return self.c
 
     def _keys(self) -> None:
@@ -262,7 +245,7 @@ class _Compiler:
     def _post(self, node: Any) -> Post:
         exp = sqlglot().exp
         if is_agg(node):
-            return self._aggregate(node)
+            return aggregate(self, node)
         if isinstance(node, exp.Paren):
             return self._post(node.this)
         if isinstance(node, exp.Literal):
@@ -311,212 +294,6 @@ class _Compiler:
             f"{type(node).__name__} is not supported on released aggregates; use + - * /, "
             "comparisons, AND/OR/NOT, ABS, SQRT, ROUND, LEAST, GREATEST."
         )
-
-    def _aggregate(self, node: Any) -> Post:
-        exp = sqlglot().exp
-        bounds: tuple[float, float] | None = None
-        if isinstance(node, exp.Anonymous) and str(node.name).upper().startswith(MARKER):
-            k = int(str(node.name)[len(MARKER) :])
-            named, bounds = self.p.bounds[k]
-            if len(node.expressions) != 1:
-                raise QueryRefusedError("contribution bounds belong to one aggregate.")
-            node = node.expressions[0]
-            if not is_agg(node):
-                raise QueryRefusedError("contribution bounds are an argument of an aggregate.")
-            # per row (percentiles) and per group (the rest) clamp different things: one
-            # given for the other would silently change what the release means
-            pct = isinstance(node, exp.PercentileCont | exp.PercentileDisc | exp.WithinGroup)
-            if named.lower().endswith("per_row") != pct:
-                raise QueryRefusedError(
-                    "PERCENTILE_CONT takes contribution_bounds_per_row, COUNT, SUM and AVG "
-                    "contribution_bounds_per_group."
-                )
-        if isinstance(node, exp.WithinGroup):
-            inner = node.this
-            order = node.expression.expressions if node.expression is not None else []
-            if not isinstance(inner, exp.PercentileCont | exp.PercentileDisc) or len(order) != 1:
-                raise QueryRefusedError("WITHIN GROUP is supported for PERCENTILE_CONT only.")
-            return self._percentile(order[0].this, inner.this, bounds)
-        name = type(node).__name__
-        if isinstance(node, exp.Anonymous):  # VAR(x) in dialects that do not name it
-            if len(node.expressions) != 1:
-                raise QueryRefusedError(f"{str(node.name).upper()} takes one argument.")
-            is_var = ANON_AGGS[str(node.name).upper()] == "var"
-            node = (exp.Variance if is_var else exp.Stddev)(this=node.expressions[0])
-            name = type(node).__name__
-        for arg in node.iter_expressions():
-            if has_agg(arg):
-                raise QueryRefusedError(
-                    "aggregates of aggregates (SUM(SUM(x))) are refused: release the inner "
-                    "aggregate and compute on it, or nest nothing."
-                )
-        if name in ("Min", "Max", "ArgMin", "ArgMax"):
-            q = "0.05" if name.startswith(("Min", "ArgMin")) else "0.95"
-            raise QueryRefusedError(
-                f"{name.upper()} is refused: one unit decides it, so no noise can hide it. Use a "
-                f"private quantile instead: PERCENTILE_CONT({q}) WITHIN GROUP (ORDER BY x)."
-            )
-        kind = _AGG_NAMES.get(name)
-        if kind is None:
-            raise QueryRefusedError(
-                f"aggregate {name.upper()} is not supported; supported: COUNT, SUM, AVG, VAR, "
-                "STDDEV, PERCENTILE_CONT, MEDIAN (and COUNT(DISTINCT unit))."
-            )
-        if kind == "median":
-            return self._percentile(node.this, exp.Literal.number(0.5), bounds)
-        if kind == "percentile":
-            if node.expression is None:
-                raise QueryRefusedError("PERCENTILE_CONT needs WITHIN GROUP (ORDER BY x).")
-            return self._percentile(node.this, node.expression, bounds)
-        arg = node.this
-        if kind == "count":
-            if isinstance(arg, exp.Distinct):
-                cols = arg.expressions
-                one = len(cols) == 1 and isinstance(cols[0], exp.Column)
-                if one and self.scope.resolve(cols[0]).is_unit:
-                    return (
-                        "ref",
-                        self._register(("units",), lambda a: count_units(alias=a), "count_units()"),
-                    )
-                raise QueryRefusedError(
-                    "COUNT(DISTINCT x) is supported for the privacy unit only (distinct units); "
-                    "COUNT(DISTINCT other) would let one unit add up to max_rows new values to "
-                    "every group. Group by x and count instead."
-                )
-            if self.bq:
-                return self._bq_aggregate("count", arg, bounds)
-            if isinstance(arg, exp.Star):
-                return ("ref", self._register(("rows",), lambda a: count(alias=a), "count()"))
-            r = self._row(arg, clamp=False)
-            if not r.nullable:
-                return ("ref", self._register(("rows",), lambda a: count(alias=a), "count()"))
-            col = self._derive("n", r.expr.is_not_null().cast(polars().Int8))
-            return (
-                "ref",
-                self._register(
-                    ("nn", col),
-                    lambda a: fsum(col, bounds=(0, 1), alias=a),
-                    "sum(non-null indicator) in (0, 1)",
-                ),
-            )
-        if isinstance(arg, exp.Distinct):
-            raise QueryRefusedError(f"{name.upper()}(DISTINCT ...) is not supported.")
-        if self.bq:
-            return self._bq_aggregate(kind, arg, bounds)
-        r = self._bounded(arg, name.upper())
-        col, lo, hi = self._column_for(
-            r, zero_nulls=kind == "sum" or (kind == "avg" and r.nullable)
-        )
-        if kind == "sum":
-            return (
-                "ref",
-                self._register(
-                    ("sum", col, lo, hi),
-                    lambda a: fsum(col, bounds=(lo, hi), alias=a),
-                    f"sum({col}) clamped to ({lo:g}, {hi:g})",
-                ),
-            )
-        if kind == "avg":
-            if not r.nullable:
-                return (
-                    "ref",
-                    self._register(
-                        ("mean", col, lo, hi),
-                        lambda a: mean(col, bounds=(lo, hi), alias=a),
-                        f"mean({col}) clamped to ({lo:g}, {hi:g})",
-                    ),
-                )
-            s = self._register(
-                ("sum", col, lo, hi),
-                lambda a: fsum(col, bounds=(lo, hi), alias=a),
-                f"sum({col}) clamped to ({lo:g}, {hi:g})",
-            )
-            nn = self._derive("n", r.expr.is_not_null().cast(polars().Int8))
-            n = self._register(
-                ("nn", nn),
-                lambda a: fsum(nn, bounds=(0, 1), alias=a),
-                "sum(non-null indicator) in (0, 1)",
-            )
-            return ("ratio", ("ref", s), ("ref", n))
-        if r.nullable:
-            raise QueryRefusedError(
-                f"{name.upper()} of a nullable expression is not supported: add WHERE x IS NOT "
-                "NULL or use COALESCE(x, value)."
-            )
-        make = var if kind == "var" else std
-        return (
-            "ref",
-            self._register(
-                (kind, col, lo, hi),
-                lambda a: make(col, bounds=(lo, hi), alias=a),
-                f"{kind}({col}) clamped to ({lo:g}, {hi:g})",
-            ),
-        )
-
-    def _bounded(self, arg: Any, what: str, bounds: tuple[float, float] | None = None) -> RowExpr:
-        r = self._row(arg, clamp=True)
-        if r.kind not in ("num", "bool"):
-            raise QueryRefusedError(f"{what} needs a numeric expression.")
-        if bounds is None and not r.bounded:
-            raise QueryRefusedError(
-                f"{what} has unbounded sensitivity: a column it reads has no declared bounds. "
-                "Declare bounds for the column in the metadata (values outside are clamped)."
-            )
-        return r
-
-    def _column_for(self, r: RowExpr, *, zero_nulls: bool) -> tuple[str, float, float]:
-        """The column an aggregation reads, and its bounds (a derived one for expressions)."""
-        pl = polars()
-        lo, hi = r.lo, r.hi
-        if zero_nulls:
-            lo, hi = min(lo, 0.0), max(hi, 0.0)  # a NULL adds 0 (SQL skips it): |.| stays
-        if lo == hi:
-            lo, hi = min(lo, 0.0), max(hi, 0.0) if max(hi, 0.0) > min(lo, 0.0) else lo + 1.0
-        if r.bare is not None and r.kind == "num" and not r.nullable:
-            return r.bare.physical, lo, hi  # frame clamps the column itself
-        e = r.expr.cast(pl.Float64)
-        if zero_nulls and r.nullable:
-            e = e.fill_null(0.0)
-        return self._derive("e", e), lo, hi
-
-    def _percentile(self, arg: Any, p: Any, bounds: tuple[float, float] | None) -> Post:
-        q = probability(p)
-        if self.bq:
-            from dpkit.sql._bigquery import bq_percentile
-
-            return bq_percentile(self, arg, q, bounds)
-        r = self._bounded(arg, "PERCENTILE_CONT", bounds)
-        if r.nullable:
-            raise QueryRefusedError(
-                "PERCENTILE_CONT of a nullable expression is not supported: add COALESCE(x, v)."
-            )
-        if bounds is None:
-            col, lo, hi = self._column_for(r, zero_nulls=False)
-        else:
-            col = (
-                r.bare.physical
-                if r.bare is not None and r.kind == "num"
-                else self._derive("e", r.expr.cast(polars().Float64))
-            )
-            lo, hi = bounds
-        alias = self._register(
-            ("q", col, lo, hi, q),
-            lambda a: quantiles(col, [q], bounds=(lo, hi), alias=a),
-            f"quantile {q:g} of {col} in ({lo:g}, {hi:g})",
-        )
-        return ("ref", f"{alias}_{q:g}")
-
-    # -- BigQuery ------------------------------------------------------------------------------
-    def _bq_aggregate(self, kind: str, arg: Any, bounds: tuple[float, float] | None) -> Post:
-        """Per unit and group first (a window over the unit and keys), then clamped."""
-        from dpkit.sql._bigquery import bq_aggregate
-
-        return bq_aggregate(self, kind, arg, bounds)
-
-    def _bigquery_options(self) -> None:
-        from dpkit.sql._bigquery import bq_options
-
-        bq_options(self)
 
 
 def compile_tree(parsed: Parsed, catalog: Catalog, sql: str) -> Compiled:

@@ -52,6 +52,10 @@ def demo() -> None:
     r = q.release({"pums": pums}, epsilon=1.0, delta=1e-6, rng=seeded(SEED))
     with pl.Config(tbl_rows=10, tbl_cols=8, float_precision=1):
         print(r.frame)
+    print(
+        "The same query runs on a Spark table, bit-identical for the same seed: "
+        'q.release({"pums": spark_df}, ...) or a registered table\'s name (docs/sql.md).'
+    )
     bq = (
         "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon=1, delta=1e-6, privacy_unit_column=pid) "
         "educ, AVG(income, contribution_bounds_per_group => (0, 200000)) AS avg_income "

@@ -13,13 +13,15 @@ from dpkit.accounting import Event
 from dpkit.errors import DataError, PrivacyParameterError, QueryRefusedError
 from dpkit.frame import Explanation, GroupedQuery, Query
 from dpkit.frame._aggs import output_names
-from dpkit.frame._engine import as_lazy, polars
+from dpkit.frame._engine import as_lazy, is_spark, polars
 from dpkit.mechanisms._base import SupportsCharge
 from dpkit.random import RNGLike
 from dpkit.sql._catalog import Catalog, Table
 from dpkit.sql._compile import Compiled, compile_tree
 from dpkit.sql._parse import parse_sql
 from dpkit.sql._post import Post, evaluate
+from dpkit.sql._scope import Source
+from dpkit.sql._spark import is_session, named_table, spark_plans, spark_table
 
 __all__ = ["SQLExplanation", "SQLQuery", "SQLRelease", "query"]
 
@@ -105,17 +107,31 @@ class SQLQuery:
         return self._c.bigquery
 
     # -- the frame plan -------------------------------------------------------------------------
-    def _data(self, tables: object, name: str) -> Any:
+    def _given(self, tables: object) -> dict[str, Any]:
+        """The data given for each table of the query, by its catalog name (a frame, or a
+        Spark DataFrame: one given by its registered name is looked up in the active session)."""
+        srcs = self._c.scope.sources
+        if is_session(tables):
+            return {s.table.name: spark_table(tables, s.table.name) for s in srcs}
         if not isinstance(tables, Mapping):
-            if len(self._c.scope.sources) == 1:
-                return _typed(as_lazy(tables), self._c.scope.sources[0].table)
+            if len(srcs) == 1:
+                return {srcs[0].table.name: named_table(tables)}
             raise DataError("tables must map each table name in the query to its data.")
-        for k, v in tables.items():
-            if str(k).lower() == name.lower():
-                data = as_lazy(v, "data" if name == self._c.scope.private.name else "public")
-                table = next(s.table for s in self._c.scope.sources if s.table.name == name)
-                return _typed(data, table)
-        raise DataError(f"no data given for table {name!r} (tables maps names to frames).")
+        given: dict[str, Any] = {}
+        for s in srcs:
+            name = s.table.name
+            for k, v in tables.items():
+                if str(k).lower() == name.lower():
+                    given[name] = named_table(v)
+                    break
+            else:
+                raise DataError(f"no data given for table {name!r} (tables maps names to frames).")
+        return given
+
+    def _data(self, given: dict[str, Any], name: str) -> Any:
+        data = as_lazy(given[name], "data" if name == self._c.scope.private.name else "public")
+        table = next(s.table for s in self._c.scope.sources if s.table.name == name)
+        return _typed(data, table)
 
     def _public_keys(self, publics: dict[str, Any]) -> Any:
         c = self._c
@@ -138,18 +154,37 @@ class SQLQuery:
         return list(itertools.product(*sets))
 
     def frame_query(self, tables: object) -> GroupedQuery:
-        """The :mod:`dpkit.frame` plan this query runs (for inspection and tests)."""
+        """The :mod:`dpkit.frame` plan this query runs (for inspection and tests): on Polars,
+        or on Spark where the private table is a Spark DataFrame."""
+        return self._plans(tables)[1]
+
+    def _plans(self, tables: object) -> tuple[GroupedQuery, GroupedQuery]:
+        """(the plan every check runs on, the plan that runs): the same Polars plan, or, for a
+        Spark table, the Polars plan on an empty frame of its schema (so that every refusal is
+        the Polars path's, from the schema alone) and the Spark plan."""
+        given = self._given(tables)
+        if is_spark(given[self._c.scope.private.name]):
+            return spark_plans(self, given)
+        gq = self._frame_query(given)
+        return gq, gq
+
+    def _renamed(self, s: Source, data: Any) -> Any:
+        """A joined table's columns under their physical names in the joined table."""
+        pl = polars()
+        return data.select(
+            [pl.col(col.name).alias(s.names[col.name.lower()]) for col in s.table.columns]
+        )
+
+    def _frame_query(self, given: dict[str, Any]) -> GroupedQuery:
         pl = polars()
         c = self._c
         srcs = c.scope.sources
-        base = self._data(tables, srcs[0].table.name)
+        base = self._data(given, srcs[0].table.name)
         publics: dict[str, Any] = {}
         joins = []
         for s in srcs[1:]:
-            data = self._data(tables, s.table.name)
-            renamed = data.select(
-                [pl.col(col.name).alias(s.names[col.name.lower()]) for col in s.table.columns]
-            )
+            data = self._data(given, s.table.name)
+            renamed = self._renamed(s, data)
             if s.role == "unit_join":
                 base = base.join(renamed, on=[p for p, _ in s.on], how="inner")
             else:
@@ -169,7 +204,7 @@ class SQLQuery:
             if c.derived:
                 base = base.with_columns(**c.derived)
             if c.windows:
-                base = base.with_columns(**c.windows)
+                base = base.with_columns(**{k: w.polars() for k, w in c.windows.items()})
             q = Query(base, privacy_unit=unit, missing="drop")
         else:
             q = Query(base, privacy_unit=unit, missing="drop")
@@ -179,6 +214,11 @@ class SQLQuery:
                 q = q.filter(c.where)
             if c.derived:
                 q = q.with_columns(**c.derived)
+        return self._grouped(q, pk)
+
+    def _grouped(self, q: Query, pk: Any) -> GroupedQuery:
+        """The grouped query of the compiled keys, bounds and aggregations."""
+        c = self._c
         if not c.keys:
             # one group: L1 and L∞ bound the same rows, so one bound (the smaller) is enough and
             # the frame runs its one-sort plan instead of a window per unit
@@ -269,7 +309,7 @@ class SQLQuery:
         gives the smaller noise for this plan's bounds (a choice from public parameters only).
         """
         eps, dlt, extra = self._budget(epsilon, delta)
-        gq = self.frame_query(tables)
+        gq = self._plans(tables)[0]
         if not self._c.bigquery:
             extra = self._noise(gq, eps, dlt, noise)
         fx = gq.explain(epsilon=eps, delta=dlt, **extra)
@@ -293,10 +333,12 @@ class SQLQuery:
         """Run the query: one frame release (charged once, for the whole ε, δ), then
         post-processing of the released table only (``noise`` as in :meth:`explain`)."""
         eps, dlt, extra = self._budget(epsilon, delta)
-        gq = self.frame_query(tables)
+        checked, gq = self._plans(tables)
         if not self._c.bigquery:
-            extra = self._noise(gq, eps, dlt, noise)
-        self._check_post(gq)
+            extra = self._noise(checked, eps, dlt, noise)
+        self._check_post(checked)
+        if checked is not gq:  # Spark: the Polars path's checks on the schema, before any job
+            checked.explain(epsilon=eps, delta=dlt, **extra)
         r = gq.release(epsilon=eps, delta=dlt, accountant=accountant, rng=rng, alpha=alpha, **extra)
         dialect = "BigQuery" if self._c.bigquery else "dpkit"
         ex = r.explanation
