@@ -234,7 +234,7 @@ def hand_clamped_sum_spark(col: Any) -> Any:
 
 
 def row_hash_part(rows_n: int, rows: list[tuple[str, ...]]) -> None:
-    """dpkit's row hash (SipHash-2-4, the same on every engine) against Polars' own hash."""
+    """dpkit's row hash (AES-CMAC, the same on every engine) against Polars' own hash."""
     from dpkit.frame._rowhash import hash_series
 
     df = make_data(rows_n).with_columns(pl.col("key").cast(pl.String))
@@ -242,7 +242,7 @@ def row_hash_part(rows_n: int, rows: list[tuple[str, ...]]) -> None:
     t_pl = best_of(lambda: df.select(pl.struct(names).hash(seed=1)), 3)
     t_dp = best_of(lambda: df.select(hash_series(names, (1, 2))), 3)
     rows.append((f"Polars struct hash ({rows_n:,} rows, 3 columns)", f"{t_pl:.2f}", "1.00"))
-    rows.append(("dpkit row hash (SipHash-2-4, BLAKE2b for text)", f"{t_dp:.2f}",
+    rows.append(("dpkit row hash (AES-CMAC, BLAKE2b for text)", f"{t_dp:.2f}",
                  f"{t_dp / t_pl:.2f}"))  # fmt: skip
 
 

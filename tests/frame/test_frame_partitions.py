@@ -132,6 +132,28 @@ def test_seeded_release_is_the_same_for_every_partition_count() -> None:
     assert a.frame.height > 0 and a.frame.equals(b.frame)
 
 
+def test_progress_reports_each_pass_and_changes_nothing() -> None:
+    """``progress(done, total)`` after each partition's pass (counts of passes, never of rows),
+    drawn by the one progress API; the release is the same with or without it."""
+    import io
+
+    from dpkit._progress import ProgressBar
+
+    g = _query(_table(3), "user", ("key",), {"max_rows": 2, "max_groups": 3}, _BASIC)
+    calls: list[tuple[int, int]] = []
+    a = g.release(
+        epsilon=1.0, delta=1e-6, rng=11, partitions=3, progress=lambda d, t: calls.append((d, t))
+    )
+    assert calls == [(1, 3), (2, 3), (3, 3)]
+    out = io.StringIO()
+    with ProgressBar(3, stream=out, backend="text") as bar:
+        b = g.release(epsilon=1.0, delta=1e-6, rng=11, partitions=3, progress=bar)
+    assert a.frame.equals(b.frame) and a.frame.equals(
+        g.release(epsilon=1.0, delta=1e-6, rng=11).frame
+    )
+    assert "100.0%" in out.getvalue()
+
+
 def test_parquet_scan_in_partitions(tmp_path: Any) -> None:
     df = _table(4)
     path = tmp_path / "t.parquet"

@@ -1,11 +1,10 @@
 """dpkit's row hash is fixed by its specification, whatever the engine or its version.
 
-Three checks: the SipHash-2-4 reference vectors (Aumasson and Bernstein 2012, key 00..0f, message
-00 01 02 ...); a scalar implementation written here from the specification in
-``dpkit.frame._rowhash`` against the vectorised one; and pinned outputs for rows of every
-supported type under a fixed key, so that a change of Polars, NumPy or dpkit that moved any row's
-hash (and so which rows bounding keeps) fails here. The Spark side of the same vectors is in
-``test_frame_spark.py``.
+Three checks: the AES-128-CMAC examples of RFC 4493 (and OpenSSL's own CMAC on random messages);
+a scalar implementation written here from the specification in ``dpkit.frame._rowhash`` against
+the vectorised one; and pinned outputs for rows of every supported type under a fixed key, so
+that a change of Polars, NumPy or dpkit that moved any row's hash (and so which rows bounding
+keeps) fails here. The Spark side of the same vectors is in ``test_frame_spark.py``.
 """
 
 from __future__ import annotations
@@ -17,71 +16,90 @@ import struct
 import numpy as np
 import polars as pl
 import pytest
+from cryptography.hazmat.primitives import cmac
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 import dpkit.frame as dpf
 from dpkit.errors import DataError
-from dpkit.frame._rowhash import SPEC_VERSION, row_hash, siphash24_words
+from dpkit.frame._rowhash import SPEC_VERSION, cmac_words, row_hash
 
-KEY = (0x0706050403020100, 0x0F0E0D0C0B0A0908)  # the bytes 00..0f, as the reference vectors
+KEY = (0x0706050403020100, 0x0F0E0D0C0B0A0908)  # the bytes 00..0f
 
-# SipHash-2-4 of the messages 00 01 .. (len - 1) under KEY, from the reference implementation
-REFERENCE = {
-    0: 0x726FDB47DD0E0E31,
-    8: 0x93F5F5799A932462,
-    16: 0x3F2ACC7F57C29BDB,
-    24: 0xB8AD50C6F649AF94,
-    32: 0x7127512F72F27CCE,
+# RFC 4493, section 4: AES-128 key 2b7e1516 28aed2a6 abf71588 09cf4f3c, the message's first
+# 0, 16, 40 and 64 bytes, and their 16-byte tags
+RFC_KEY = bytes.fromhex("2b7e151628aed2a6abf7158809cf4f3c")
+RFC_MESSAGE = bytes.fromhex(
+    "6bc1bee22e409f96e93d7e117393172a"
+    "ae2d8a571e03ac9c9eb76fac45af8e51"
+    "30c81c46a35ce411e5fbc1191a0a52ef"
+    "f69f2445df4f9b17ad2b417be66c3710"
+)
+RFC_TAGS = {
+    0: "bb1d6929e95937287fa37d129b756746",
+    16: "070a16b46b4d4144f79bdd9dd04a287c",
+    40: "dfa66747de9ae63030ca32611497c827",
+    64: "51f0bebf7e3b9d92fc49741779363cfe",
 }
 
 
-def test_siphash_reference_vectors() -> None:
-    msg = bytes(range(64))
-    for length, expected in REFERENCE.items():
-        words = [
-            np.array([int.from_bytes(msg[8 * i : 8 * i + 8], "little")] * 3, dtype=np.uint64)
-            for i in range(length // 8)
+def _as_key(k: bytes) -> tuple[int, int]:
+    return int.from_bytes(k[:8], "little"), int.from_bytes(k[8:], "little")
+
+
+def _columns(msg: bytes, rows: int) -> list[np.ndarray]:
+    return [
+        np.full(rows, int.from_bytes(msg[i : i + 8], "little"), dtype=np.uint64)
+        for i in range(0, len(msg), 8)
+    ]
+
+
+def test_cmac_matches_rfc_4493() -> None:
+    rows = 40_000  # more than one pass of the vectorised code (32,768 rows)
+    for length, tag in RFC_TAGS.items():
+        got = cmac_words(_as_key(RFC_KEY), _columns(RFC_MESSAGE[:length], rows), n=rows)
+        assert (got == np.uint64(int.from_bytes(bytes.fromhex(tag)[:8], "little"))).all()
+
+
+def test_cmac_matches_openssl_on_random_messages() -> None:
+    g = np.random.default_rng(4)
+    for words in range(1, 10):  # odd counts end in a padded block, even ones in a full one
+        key = g.bytes(16)
+        msgs = [g.bytes(8 * words) for _ in range(5)]
+        cols = [
+            np.array([int.from_bytes(m[8 * i : 8 * i + 8], "little") for m in msgs], np.uint64)
+            for i in range(words)
         ]
-        got = siphash24_words(KEY, words, n=3)
-        assert [int(v) for v in got] == [expected] * 3
+        got = [int(v) for v in cmac_words(_as_key(key), cols)]
+        for m, v in zip(msgs, got, strict=True):
+            c = cmac.CMAC(algorithms.AES(key))
+            c.update(m)
+            assert v == int.from_bytes(c.finalize()[:8], "little")
 
 
-# -- a scalar implementation, written from the module's specification ---------------------------
+# -- a scalar implementation, written from the module's specification (and RFC 4493) ------------
 M64 = (1 << 64) - 1
 
 
-def _rotl(x: int, r: int) -> int:
-    return ((x << r) | (x >> (64 - r))) & M64
+def _dbl(b: bytes) -> bytes:
+    v = int.from_bytes(b, "big") << 1
+    return ((v ^ 0x87 if v >> 128 else v) & ((1 << 128) - 1)).to_bytes(16, "big")
 
 
-def _siphash24(key: tuple[int, int], data: bytes) -> int:
-    k0, k1 = key
-    v = [k0 ^ 0x736F6D6570736575, k1 ^ 0x646F72616E646F6D]
-    v += [k0 ^ 0x6C7967656E657261, k1 ^ 0x7465646279746573]
-
-    def rnd() -> None:
-        v[0] = (v[0] + v[1]) & M64
-        v[1] = _rotl(v[1], 13) ^ v[0]
-        v[0] = _rotl(v[0], 32)
-        v[2] = (v[2] + v[3]) & M64
-        v[3] = _rotl(v[3], 16) ^ v[2]
-        v[0] = (v[0] + v[3]) & M64
-        v[3] = _rotl(v[3], 21) ^ v[0]
-        v[2] = (v[2] + v[1]) & M64
-        v[1] = _rotl(v[1], 17) ^ v[2]
-        v[2] = _rotl(v[2], 32)
-
-    tail = len(data) % 8
-    blocks = [int.from_bytes(data[i : i + 8], "little") for i in range(0, len(data) - tail, 8)]
-    blocks.append(int.from_bytes(data[len(data) - tail :], "little") | (len(data) & 0xFF) << 56)
+def _cmac(key: tuple[int, int], data: bytes) -> int:
+    k = key[0].to_bytes(8, "little") + key[1].to_bytes(8, "little")
+    aes = Cipher(algorithms.AES(k), modes.ECB()).encryptor()
+    k1 = _dbl(aes.update(bytes(16)))
+    blocks = [data[i : i + 16] for i in range(0, len(data), 16)] or [b""]
+    last = blocks[-1]
+    if len(last) == 16:
+        sub = k1
+    else:
+        sub, last = _dbl(k1), last + b"\x80" + bytes(15 - len(last))
+    blocks[-1] = bytes(a ^ b for a, b in zip(last, sub, strict=True))
+    x = bytes(16)
     for m in blocks:
-        v[3] ^= m
-        rnd()
-        rnd()
-        v[0] ^= m
-    v[2] ^= 0xFF
-    for _ in range(4):
-        rnd()
-    return v[0] ^ v[1] ^ v[2] ^ v[3]
+        x = aes.update(bytes(a ^ b for a, b in zip(x, m, strict=True)))
+    return int.from_bytes(x[:8], "little")
 
 
 def _word(value: object, key: tuple[int, int]) -> int:
@@ -104,7 +122,7 @@ def _word(value: object, key: tuple[int, int]) -> int:
 def _scalar_row_hash(row: tuple[object, ...], key: tuple[int, int]) -> int:
     mask = sum(1 << i for i, v in enumerate(row) if v is None)
     words = [_word(v, key) for v in row] + [mask]
-    return _siphash24(key, b"".join(w.to_bytes(8, "little") for w in words))
+    return _cmac(key, b"".join(w.to_bytes(8, "little") for w in words))
 
 
 def _rows() -> pl.DataFrame:
@@ -125,18 +143,18 @@ def _rows() -> pl.DataFrame:
     )
 
 
-# Pinned under KEY (specification version 1): the rows of _rows(), all five columns
+# Pinned under KEY (specification version 2): the rows of _rows(), all five columns
 PINNED = [
-    0xFB564684BE578AC1,
-    0x166737BC7ABF07F1,
-    0x68784F38C436932B,
-    0x2B26E365AC0AA525,
-    0xC1139D3CC81CA894,
+    0x4BD9029C18389004,
+    0xC0619DF6BEF9ED3E,
+    0x36601800FA62E65F,
+    0xAF0AAB4E7D98965A,
+    0x3F80430634F4D484,
 ]
 
 
 def test_row_hash_matches_the_specification_and_pinned_vectors() -> None:
-    assert SPEC_VERSION == 1
+    assert SPEC_VERSION == 2
     df = _rows()
     got = [int(v) for v in row_hash(df.get_columns(), KEY)]
     assert got == [_scalar_row_hash(r, KEY) for r in df.iter_rows()]

@@ -8,6 +8,7 @@ from typing import Any
 
 from dpkit._checks import check_delta, check_epsilon, check_probability
 from dpkit._missing import missing_error
+from dpkit._progress import Progress
 from dpkit.errors import DataError, PrivacyParameterError
 from dpkit.frame._aggs import Aggregation, Measure, check_output_names
 from dpkit.frame._calibrate import Bounding, NoisePlan, noise_plan, zcdp_plan
@@ -300,6 +301,7 @@ class GroupedQuery:
         seeds: Sequence[int],
         streaming: bool = False,
         partitions: int = 1,
+        progress: Progress | None = None,
     ) -> tuple[Any, Any]:
         pl = polars()
         own = self._table.unit is None
@@ -324,11 +326,14 @@ class GroupedQuery:
                 all_totals.append(out[0])
                 assert all_buckets is not None
                 all_buckets.append(out[1])
+            if progress is not None:  # passes done: a public count (Polars reports nothing finer)
+                progress(part + 1, partitions)
         return combine(all_totals, all_buckets, layout.keys)
 
     def _exact(
-        self, plan: NoisePlan, seeds: Sequence[int], streaming: bool = False, partitions: int = 1
-    ) -> tuple[Any, Any]:
+        self, plan: NoisePlan, seeds: Sequence[int], streaming: bool = False, partitions: int = 1,
+        progress: Progress | None = None,
+    ) -> tuple[Any, Any]:  # fmt: skip
         """Exact bounded totals (before charging: any data error is raised here)."""
         layout = self._layout()
         t = self._table
@@ -367,7 +372,7 @@ class GroupedQuery:
         if found.get("__missing"):
             raise missing_error("an aggregated column")
         try:
-            out = self._totals(src, layout, plan, seeds, streaming, partitions)
+            out = self._totals(src, layout, plan, seeds, streaming, partitions, progress)
         except Exception as exc:
             raise DataError(
                 f"computing the bounded aggregates failed ({type(exc).__name__})."
@@ -388,6 +393,7 @@ class GroupedQuery:
         streaming: bool = False,
         partitions: int = 1,
         rho: float | None = None,
+        progress: Progress | None = None,
     ) -> FrameRelease:
         """Release the noisy per-group aggregates.
 
@@ -423,6 +429,10 @@ class GroupedQuery:
             The release is bit-identical for every value (exact integer totals): this is a
             memory/time setting, chosen by the caller, never from the data. Polars engine only
             (Spark distributes the bounding itself).
+        progress : callable, optional
+            ``progress(done, total)`` after each of the ``partitions`` passes (e.g. a
+            ``dpkit._progress.ProgressBar``); off by default. Only the count of passes is
+            reported: Polars gives no progress within a pass, and a count of rows would be data.
 
         Returns
         -------
@@ -445,7 +455,7 @@ class GroupedQuery:
         plan = explanation.plan
         gen = as_generator(rng)
         seeds = [int(v) for v in gen.integers(0, 2**63 - 1, size=4, dtype="int64")]
-        totals, buckets = self._exact(plan, seeds, streaming, parts)
+        totals, buckets = self._exact(plan, seeds, streaming, parts, progress)
         keys = list(self._layout().keys)
         if self._public is not None:
             totals, buckets = public_totals(totals, buckets, self._public, keys)

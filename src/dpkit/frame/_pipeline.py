@@ -20,7 +20,7 @@ unit (the streaming engine, Polars 2.x, buckets and ``L1``).
 
 Which rows survive depends only on that unit's own rows and the key — never on data order or on
 other units — so adding or removing one unit changes the bounded table by that unit's bounded
-rows only (stability), whatever the hash. The hash is dpkit's own (SipHash-2-4 over a canonical
+rows only (stability), whatever the hash. The hash is dpkit's own (AES-CMAC over a canonical
 encoding, :mod:`dpkit.frame._rowhash`), the same on every engine and version; its key is drawn
 from dpkit's secure generator for each release so that nobody can predict, or choose data to
 steer, which rows are kept (the guarantee holds for every key). Rows with equal hashes are
