@@ -49,3 +49,14 @@ def test_oue_audit_with_a_32_bit_generator_stays_within_epsilon():
     # 100,000 trials: the broken draw audits at ≈ 1.8 (measured), a correct one at ≈ 0.95
     r = epsilon_lower_bound(mech, 0, 1, trials=100_000, rng=11, region=region)
     assert r.epsilon <= oue.epsilon, r
+
+
+def test_raw_words_are_read_only_from_64_bit_generators():
+    # the fast path reads bit_generator.random_raw: every generator it trusts fills all 64 bits
+    # (a sample of 4,096 words whose top 16 bits are never set has probability 2^-65,536)
+    from dpkit.local._coins import _RAW64
+
+    for bg_type in _RAW64:
+        words = bg_type(3).random_raw(4096)
+        assert int(np.max(words >> np.uint64(48))) > 0, bg_type
+    assert np.random.MT19937 not in _RAW64

@@ -15,6 +15,7 @@ from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
+from randomgen import AESCounter
 
 from dpkit.errors import PrivacyParameterError
 
@@ -97,14 +98,23 @@ _LOW_BITS = _SPACE - _PREFIX - _NEXT
 _BLOCK = 1 << 16  # bytes per block: the temporaries stay in cache
 
 
+# bit generators whose raw output is 64 uniform bits a word (exact types: a subclass may not be)
+_RAW64 = frozenset({np.random.PCG64, np.random.PCG64DXSM, np.random.Philox, np.random.SFC64,
+                    AESCounter})  # fmt: skip
+
+
 def _words(gen: np.random.Generator, n: int) -> npt.NDArray[np.uint64]:
     """``n`` uniform 64-bit words from any generator.
 
-    Not ``bit_generator.random_raw``: its words are 64 uniform bits only for some bit
-    generators (MT19937's hold 32 in a uint64, the top half zero), and a caller may pass any
-    ``numpy.random.Generator``. The full-range draw asks the bit generator for 64 bits (two
-    32-bit outputs where that is its word) at about the same cost.
+    ``bit_generator.random_raw`` is the fastest read, but its words hold 64 uniform bits only
+    for some bit generators (MT19937's hold 32 in a uint64, the top half zero) and a caller may
+    pass any ``numpy.random.Generator``: it is read only for the known 64-bit ones; any other
+    gives its words through the full-range draw, which asks for 64 bits (two 32-bit outputs
+    where that is the generator's word).
     """
+    bg = gen.bit_generator
+    if type(bg) in _RAW64:
+        return np.asarray(bg.random_raw(n), dtype=np.uint64)
     return gen.integers(0, 1 << 64, size=n, dtype=np.uint64)
 
 
