@@ -282,6 +282,8 @@ def test_packed_coin_ties_resolved_exactly():
     cell = int(np.flatnonzero(t.cells == 256 + a)[0])
     for low_word, want in ((0, int(t.base[a])), (2**64 - 1, int(t.base[a]) + 1)):
         feed = [np.array([t.inner[0, a]], dtype=np.uint64), np.full(7, low_word, np.uint64)]
-        gen = SimpleNamespace(bit_generator=SimpleNamespace(random_raw=lambda n, f=feed: f.pop(0)))
+        gen = SimpleNamespace(
+            bit_generator=None, integers=lambda lo, hi, size, dtype, f=feed: f.pop(0)
+        )
         got = _resolve(gen, t, np.array([cell], np.uint16), np.array([a], np.uint16))  # type: ignore[arg-type]
         assert int(got[0]) == want

@@ -15,6 +15,7 @@ from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
+from randomgen import AESCounter
 
 from dpkit.errors import PrivacyParameterError
 
@@ -97,6 +98,26 @@ _LOW_BITS = _SPACE - _PREFIX - _NEXT
 _BLOCK = 1 << 16  # bytes per block: the temporaries stay in cache
 
 
+# bit generators whose raw output is 64 uniform bits a word (exact types: a subclass may not be)
+_RAW64 = frozenset({np.random.PCG64, np.random.PCG64DXSM, np.random.Philox, np.random.SFC64,
+                    AESCounter})  # fmt: skip
+
+
+def _words(gen: np.random.Generator, n: int) -> npt.NDArray[np.uint64]:
+    """``n`` uniform 64-bit words from any generator.
+
+    ``bit_generator.random_raw`` is the fastest read, but its words hold 64 uniform bits only
+    for some bit generators (MT19937's hold 32 in a uint64, the top half zero) and a caller may
+    pass any ``numpy.random.Generator``: it is read only for the known 64-bit ones; any other
+    gives its words through the full-range draw, which asks for 64 bits (two 32-bit outputs
+    where that is the generator's word).
+    """
+    bg = gen.bit_generator
+    if type(bg) in _RAW64:
+        return np.asarray(bg.random_raw(n), dtype=np.uint64)
+    return gen.integers(0, 1 << 64, size=n, dtype=np.uint64)
+
+
 @dataclass(frozen=True)
 class _PatternTable:
     """Where each byte pattern of eight Bernoulli(``num / 2^60``) coins lies in ``[0, 2^480)``.
@@ -172,13 +193,12 @@ def packed_coins(
         result.fill(np.uint64(2**64 - 1) if num >= ONE else 0)
         return result
     table = _pattern_table(num)
-    raw = gen.bit_generator.random_raw
     res = result.view(np.uint8)
     total = res.size
     idx = np.empty(min(total, _BLOCK), dtype=np.intp)
     for lo in range(0, total, _BLOCK):
         m = min(_BLOCK, total - lo)
-        prefix = np.asarray(raw((m + 3) // 4), dtype=np.uint64).view(np.uint16)[:m]
+        prefix = _words(gen, (m + 3) // 4).view(np.uint16)[:m]
         np.copyto(idx[:m], prefix)
         cell = table.cells.take(idx[:m])
         np.copyto(res[lo : lo + m], cell, casting="unsafe")  # the low byte: the pattern
@@ -196,7 +216,7 @@ def _resolve(
 ) -> npt.NDArray[np.uint8]:
     """Patterns for the bytes whose 16-bit prefix fell in an ambiguous cell (ids into table)."""
     a = ids.astype(np.intp)
-    nxt = np.asarray(gen.bit_generator.random_raw(a.size), dtype=np.uint64)
+    nxt = _words(gen, a.size)
     count = table.base[a].copy()
     tie = np.zeros(a.size, dtype=np.bool_)
     for s in range(table.inner.shape[0]):
@@ -204,7 +224,7 @@ def _resolve(
         count += valid & (bound < nxt)
         tie |= valid & (bound == nxt)
     for i in np.flatnonzero(tie).tolist():  # probability below 2^-64 per byte: exact, slowly
-        words = np.asarray(gen.bit_generator.random_raw(7), dtype=np.uint64).tolist()
+        words = _words(gen, 7).tolist()
         low = int.from_bytes(b"".join(int(w).to_bytes(8, "little") for w in words), "little")
         low &= (1 << _LOW_BITS) - 1
         u = (int(prefix[i]) << (_SPACE - _PREFIX)) | (int(nxt[i]) << _LOW_BITS) | low
