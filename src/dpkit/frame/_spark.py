@@ -5,7 +5,7 @@ with a null or NaN in an aggregated column are dropped, each value is clamped an
 double ``f(clip(x)) · 2**k`` before its rounding) and each bucket index computed; then the only
 Python on the executors, dpkit's keyed row hash (:func:`dpkit.frame._pipeline.row_hashes`, the
 very function of the Polars engine, applied to each Arrow batch by ``mapInArrow``, since
-SipHash and keyed BLAKE2b are not Spark SQL functions); then, in Spark SQL again, the
+AES-CMAC and keyed BLAKE2b are not Spark SQL functions); then, in Spark SQL again, the
 stochastic rounding ``floor(y + u)`` with ``u`` from the row hash's low bits, one sign of zero
 and one NaN for float keys, ``row_number`` windows ordered by the hashes for the contribution
 bounds, and integer sums per key. Each per-row number is made by the same IEEE 754 operations,
