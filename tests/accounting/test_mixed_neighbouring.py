@@ -80,3 +80,20 @@ def test_composition_refuses_mixed_relations() -> None:
         ComposedEvent(events=[FIXED, POISSON_AR])
     with pytest.raises(PrivacyParameterError, match="neighbouring relations"):
         epsilon_of([FIXED, POISSON_AR], delta=DELTA)
+
+
+def test_a_subsampled_event_inside_another_keeps_one_relation() -> None:
+    # fixed-size sampling of a Poisson add/remove event used to be paid from the inner event's
+    # add/remove ε as if it held under replacement: ε = 0.36 charged where the replace-one
+    # view of the same release (inner sensitivity doubled, no Poisson amplification under
+    # replacement) costs log(1 + ½(e² − 1)) = 1.43
+    poisson = PoissonSubsampledEvent(LaplaceEvent(scale=1.0), sampling_rate=0.5)
+    with pytest.raises(PrivacyParameterError, match="neighbouring relations"):
+        SampledWithoutReplacementEvent(poisson, sample_size=50, population_size=100)
+    fixed = SampledWithoutReplacementEvent(
+        LaplaceEvent(scale=1.0), sample_size=5, population_size=10
+    )
+    with pytest.raises(PrivacyParameterError, match="neighbouring relations"):
+        PoissonSubsampledEvent(fixed, sampling_rate=0.5)
+    # the same relation inside is still accepted
+    PoissonSubsampledEvent(fixed, sampling_rate=0.5, neighbouring=Neighbouring.REPLACE)

@@ -291,6 +291,7 @@ class PoissonSubsampledEvent(Event):
                 "neighbouring must be Neighbouring.ADD_REMOVE or Neighbouring.REPLACE, "
                 f"got {self.neighbouring!r}."
             )
+        leaf_neighbouring(self)  # the subsampled event holds under this relation too
 
 
 @dataclass(frozen=True)
@@ -334,6 +335,7 @@ class SampledWithoutReplacementEvent(Event):
             raise PrivacyParameterError("sample_size must be at most population_size.")
         object.__setattr__(self, "sample_size", b)
         object.__setattr__(self, "population_size", n)
+        leaf_neighbouring(self)  # an add/remove event inside would be paid as a replace-one one
 
     @property
     def sampling_rate(self) -> float:
@@ -443,10 +445,18 @@ def declared_neighbouring(leaves: Iterable[Event]) -> Neighbouring | None:
 
 def leaf_neighbouring(event: Event) -> Neighbouring | None:
     """The relation one event declares (see :func:`declared_neighbouring`), composites walked."""
-    if isinstance(event, SampledWithoutReplacementEvent):
-        return Neighbouring.REPLACE
-    if isinstance(event, PoissonSubsampledEvent):
-        return event.neighbouring
+    if isinstance(event, SampledWithoutReplacementEvent | PoissonSubsampledEvent):
+        # a subsampling bound turns the inner event's guarantee into one under the same
+        # relation: an inner event declaring the other one would be paid as if it held here
+        outer = (
+            Neighbouring.REPLACE
+            if isinstance(event, SampledWithoutReplacementEvent)
+            else event.neighbouring
+        )
+        inner = leaf_neighbouring(event.event)
+        if inner is not None and inner is not outer:
+            raise PrivacyParameterError(MIXED_NEIGHBOURING)
+        return outer
     if isinstance(event, ComposedEvent):
         return declared_neighbouring(event.events)
     if isinstance(event, SelfComposedEvent):
