@@ -12,6 +12,8 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 from dpkit.accounting import (
+    Accountant,
+    ApproxDP,
     GaussianEvent,
     LaplaceEvent,
     PoissonSubsampledEvent,
@@ -156,3 +158,23 @@ def test_fixed_batches_refuse_data_of_another_size():
             sampling="fixed", rng=seeded(4),
         )  # fmt: skip
     assert not model._forward_hooks  # the refusal leaves the model unhooked
+
+
+def test_a_fixed_run_and_a_poisson_run_are_not_summed_in_one_accountant():
+    # replace-one and add/remove guarantees add up to neither: the second run is refused before
+    # it is charged, and its model is left unhooked
+    acct = Accountant(ApproxDP(epsilon=1000.0, delta=1e-3))
+    kw = dict(
+        n_samples=120, batch_size=30, epochs=1, max_grad_norm=1.0, delta=1e-5,
+        noise_multiplier=1.0, accountant=acct, rng=seeded(4),
+    )  # fmt: skip
+    first = nn.Linear(5, 2)
+    make_private(first, torch.optim.SGD(first.parameters(), lr=0.5), _data(120), **kw,
+                 sampling="fixed")  # fmt: skip
+    spent = acct.spent
+    model = nn.Linear(5, 2)
+    with pytest.raises(PrivacyParameterError, match="neighbouring relations"):
+        make_private(model, torch.optim.SGD(model.parameters(), lr=0.5), _data(120), **kw,
+                     sampling="poisson")  # fmt: skip
+    assert acct.spent == spent and len(acct.ledger) == 1
+    assert not model._forward_hooks

@@ -21,11 +21,17 @@ from dpkit.accounting._costs import (
     rho_cost,
     rho_for,
 )
-from dpkit.accounting._events import ApproxDPEvent, Event
+from dpkit.accounting._events import (
+    MIXED_NEIGHBOURING,
+    ApproxDPEvent,
+    Event,
+    declared_neighbouring,
+)
 from dpkit.accounting._guarantees import (
     ZCDP,
     ApproxDP,
     Guarantee,
+    Neighbouring,
     PureDP,
     _unchecked,
     shown,
@@ -82,6 +88,25 @@ _METHODS: dict[type, tuple[str, ...]] = {
     ApproxDP: ("auto", "basic", "zcdp"),
     ZCDP: ("auto", "zcdp"),
 }
+
+
+class _Relation:
+    """The neighbouring relation an accountant (and the children it split into) is charged under.
+
+    Guarantees under add/remove and under replacement do not compose into either, so once an
+    event declaring one relation is charged, events declaring the other are refused (before any
+    charge). Events that declare none (a Laplace or Gaussian) hold under the caller's relation.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.value: Neighbouring | None = None
+
+    def check(self, event: Event) -> Neighbouring | None:
+        r = declared_neighbouring([event])
+        if r is not None and self.value is not None and r is not self.value:
+            raise PrivacyParameterError(MIXED_NEIGHBOURING)
+        return r
 
 
 _FIRST_PLANS = IdentityMemo()
@@ -195,6 +220,8 @@ class Accountant:
         self._lock = threading.Lock()
         self._state = _NOTHING
         self._ledger: list[LedgerEntry] = []
+        # the neighbouring relation the charged events declared, shared with split() children
+        self._relation = _Relation()
 
     # -- what the interaction has cost -------------------------------------------------------
     @property
@@ -353,7 +380,8 @@ class Accountant:
     def can_afford(self, event: Event, *, delta: float | None = None) -> bool:
         """Whether ``event`` would fit in the remaining budget now (``delta``: as in charge)."""
         hint = self._hint(delta)
-        with self._lock:
+        with self._relation.lock, self._lock:
+            self._relation.check(event)
             return self._plan(event, hint) is not None
 
     @staticmethod
@@ -384,7 +412,8 @@ class Accountant:
             The event cannot be paid for from this kind of budget.
         """
         hint = self._hint(delta)
-        with self._lock:
+        with self._relation.lock, self._lock:
+            relation = self._relation.check(event)
             plan = self._plan(event, hint)
             if plan is None:
                 what = f"{label!r} ({self._cost_text(event)})" if label else self._cost_text(event)
@@ -396,6 +425,8 @@ class Accountant:
                 )
             self._state, entry = plan
             self._ledger.append(LedgerEntry(event, label, entry.epsilon, entry.delta, entry.rho))
+            if relation is not None:
+                self._relation.value = relation
 
     def _cost_text(self, event: Event) -> str:
         """A short description of what ``event`` would cost, for error messages."""
@@ -461,6 +492,8 @@ class Accountant:
                 children = [Accountant(ZCDP(rho=rho_r / n)) for _ in range(n)]
                 self._state = _State(s.eps, s.delta, s.rho + Fraction(rho_r))
                 self._ledger.append(LedgerEntry(None, label, 0.0, 0.0, rho_r))
+                for child in children:
+                    child._relation = self._relation
                 return children
             eps_r, delta_r, _ = self._remaining_unlocked()
             if eps_r <= 0:
@@ -474,6 +507,8 @@ class Accountant:
                 ]
             self._state = _State(s.eps + Fraction(eps_r), s.delta + Fraction(delta_r), s.rho)
             self._ledger.append(LedgerEntry(None, label, eps_r, delta_r, 0.0))
+            for child in children:
+                child._relation = self._relation
             return children
 
     def parallel(

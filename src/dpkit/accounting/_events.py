@@ -32,6 +32,7 @@ __all__ = [
     "SampledWithoutReplacementEvent",
     "SelfComposedEvent",
     "ZCDPEvent",
+    "declared_neighbouring",
 ]
 
 
@@ -290,6 +291,7 @@ class PoissonSubsampledEvent(Event):
                 "neighbouring must be Neighbouring.ADD_REMOVE or Neighbouring.REPLACE, "
                 f"got {self.neighbouring!r}."
             )
+        leaf_neighbouring(self)  # the subsampled event holds under this relation too
 
 
 @dataclass(frozen=True)
@@ -333,6 +335,7 @@ class SampledWithoutReplacementEvent(Event):
             raise PrivacyParameterError("sample_size must be at most population_size.")
         object.__setattr__(self, "sample_size", b)
         object.__setattr__(self, "population_size", n)
+        leaf_neighbouring(self)  # an add/remove event inside would be paid as a replace-one one
 
     @property
     def sampling_rate(self) -> float:
@@ -365,6 +368,7 @@ class ComposedEvent(Event):
                 raise PrivacyParameterError(
                     f"every item of events must be an Event, got {type(item).__name__}."
                 )
+        declared_neighbouring(items)
         object.__setattr__(self, "events", items)
 
 
@@ -413,4 +417,55 @@ def flatten(events: Event | Iterable[Event]) -> list[tuple[Event, int]]:
             if not isinstance(item, Event):
                 raise PrivacyParameterError(f"expected Event objects, got {type(item).__name__}.")
             walk(item, 1)
-    return list(counts.items())
+    out = list(counts.items())
+    declared_neighbouring(e for e, _ in out)  # refuse a composition across relations
+    return out
+
+
+def declared_neighbouring(leaves: Iterable[Event]) -> Neighbouring | None:
+    """The neighbouring relation the leaf events declare, or None if none declares one.
+
+    A subsampled event fixes its relation (:class:`PoissonSubsampledEvent` its ``neighbouring``,
+    :class:`SampledWithoutReplacementEvent` replacement: the population size is public); other
+    events hold under the relation the caller chose. Guarantees under different relations do
+    not compose into either one (an add/remove bound says nothing on replacement without group
+    privacy, and a bound that needs the size public says nothing under add/remove), so a mix is
+    refused rather than summed into an ε that holds for neither.
+    """
+    found: Neighbouring | None = None
+    for e in leaves:
+        r = leaf_neighbouring(e)
+        if r is None:
+            continue
+        if found is not None and r is not found:
+            raise PrivacyParameterError(MIXED_NEIGHBOURING)
+        found = r
+    return found
+
+
+def leaf_neighbouring(event: Event) -> Neighbouring | None:
+    """The relation one event declares (see :func:`declared_neighbouring`), composites walked."""
+    if isinstance(event, SampledWithoutReplacementEvent | PoissonSubsampledEvent):
+        # a subsampling bound turns the inner event's guarantee into one under the same
+        # relation: an inner event declaring the other one would be paid as if it held here
+        outer = (
+            Neighbouring.REPLACE
+            if isinstance(event, SampledWithoutReplacementEvent)
+            else event.neighbouring
+        )
+        inner = leaf_neighbouring(event.event)
+        if inner is not None and inner is not outer:
+            raise PrivacyParameterError(MIXED_NEIGHBOURING)
+        return outer
+    if isinstance(event, ComposedEvent):
+        return declared_neighbouring(event.events)
+    if isinstance(event, SelfComposedEvent):
+        return leaf_neighbouring(event.event)
+    return None
+
+
+MIXED_NEIGHBOURING = (
+    "these events are accounted under different neighbouring relations (add/remove of one unit "
+    "and replacement of one unit, e.g. Poisson and fixed-size sampling): their guarantees do "
+    "not add up to one under either relation. Account them separately, or use one relation."
+)
