@@ -239,7 +239,7 @@ class Clipper:
     def _add(self, rows: Tensor, group: int) -> None:
         layer_calls = [self._calls[r.module] for r in self.rules]
         if group > 1:  # padding rows inside a unit: zero them before the unit's sum
-            if not bool(rows.all()):
+            if _may_drop(rows):
                 _zero_dropped(layer_calls, rows)
             mask = rows.reshape(-1, group).any(1)
         else:
@@ -274,7 +274,7 @@ class Clipper:
         if group > 1:
             keep = keep.repeat_interleave(group)
             factors = [f.repeat_interleave(group) for f in factors]
-        if not bool(keep.all()):
+        if _may_drop(keep):
             _zero_dropped(layer_calls, keep)
         new = [
             g.reshape(p.shape)
@@ -285,6 +285,13 @@ class Clipper:
             self._sums = new
         else:
             self._sums = [s + g for s, g in zip(self._sums, new, strict=True)]
+
+
+def _may_drop(keep: Tensor) -> bool:
+    """Whether rows may have to be zeroed. On the CPU, only if one is dropped; on a device, always:
+    reading ``keep.all()`` back would stall the host once per physical batch, and zeroing (one
+    ``where`` per tensor, no host wait) gives the same sums when nothing is dropped."""
+    return keep.device.type != "cpu" or not bool(keep.all())
 
 
 def _zero_dropped(layer_calls: list[list[Captured]], keep: Tensor) -> None:
