@@ -10,7 +10,7 @@ and ``g = ∂loss/∂s``. Both are captured during the forward and backward pass
 * the clipped sum ``Σ_i c_i Σ_t g_{it} a_{it}ᵀ`` is one matrix product, ``(c·g)ᵀ a``, with no
   second backward pass and no per-example gradient kept (Bu et al. 2023).
 
-Linear, Embedding, Conv1d/Conv2d (through ``unfold``), LayerNorm and GroupNorm have closed forms
+Linear, Embedding, Conv1d/Conv2d (through their patches), LayerNorm and GroupNorm have closed forms
 here; any other layer with parameters gets per-example gradients from ``torch.func`` (``vmap`` of
 a vector-Jacobian product on that layer alone), which works for every layer whose output for one
 example depends on that example only. BatchNorm does not (it mixes examples) and is refused.
