@@ -1,14 +1,15 @@
 """DP-SGD step time: non-private SGD, dpkit.torch, and Opacus (when installed), CPU or GPU.
 
 Two models from the DP-SGD literature's usual benchmarks: an MLP 784-512-512-10 with batch 256,
-and a small CNN with GroupNorm on 3×32×32 images with batch 128 (256 on a GPU). Each private step
-is one logical batch of exactly the physical size (clipping and noise included; sampling
-excluded for all). Run: ``python benchmarks/dpsgd_torch.py`` (CPU, 2 threads by default,
+and a small CNN with GroupNorm on 3×32×32 images with batch 128 (also 256 on a GPU). Each
+private step is one logical batch of exactly the physical size (clipping and noise included;
+sampling excluded for all). Run: ``python benchmarks/dpsgd_torch.py`` (CPU, 2 threads by default,
 ``--threads`` to change) or ``--device cuda`` (data and model on the GPU; dpkit's noise then made
 on the device). Times are medians of repeated steps (on a GPU each timed step ends with a
 synchronisation); ratios are to the non-private step of the same run. "noise share" is the mean
 time of the noise alone per step (pool refills included, over several refills) over the mean
-private step.
+private step. ``--profile`` (CUDA) prints, for one clip-only dpkit step of each model, the top
+ops by device and host time and the number of host-device synchronisations.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from torch import nn
 
 from _timing import table
 from dpkit.random import seeded
-from dpkit.torch import make_private
+from dpkit.torch import _clip, make_private
 from dpkit.torch._sampling import LogicalBatch
 
 
@@ -167,11 +168,45 @@ def opacus_step(
     return step
 
 
+def profile_step(title: str, step: Callable[[], None]) -> None:
+    """Print the top ops of one step by device and by host time, and its host-device syncs."""
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(3):
+        step()
+    _sync()
+    acts = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+    with profile(activities=acts) as prof:
+        step()
+        _sync()
+    avg = prof.key_averages()
+    for key in ("cuda_time_total", "cpu_time_total"):
+        print(f"\n{title}: top 15 ops by {key}")
+        print(avg.table(sort_by=key, row_limit=15, max_name_column_width=48))
+    # synchronisations: torch warns at each one in "warn" mode; count them over one step
+    where: dict[str, int] = {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            step()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    for w in caught:
+        if "synchroniz" in str(w.message):
+            k = f"{w.filename.rsplit('/', 1)[-1]}:{w.lineno}"
+            where[k] = where.get(k, 0) + 1
+    print(f"{title}: {sum(where.values())} host-device synchronisations in one step:", where)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument(
+        "--profile", action="store_true", help="profile one clip-only dpkit step (CUDA only)"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
@@ -184,11 +219,12 @@ def main() -> None:
         modes = []
         print("opacus not installed: comparing with non-private SGD only")
     gen = np.random.default_rng(0)
-    cnn_batch = 256 if gpu else 128
     cases = [
         ("MLP 784-512-512-10, batch 256", mlp, (256, 784)),
-        (f"CNN GroupNorm 3x32x32, batch {cnn_batch}", cnn, (cnn_batch, 3, 32, 32)),
+        ("CNN GroupNorm 3x32x32, batch 128", cnn, (128, 3, 32, 32)),
     ]
+    if gpu:
+        cases.append(("CNN GroupNorm 3x32x32, batch 256", cnn, (256, 3, 32, 32)))
     # where dpkit's noise is made: on a GPU the device (the default there); on the CPU NumPy's
     # path (the default there), the torch path's noise being timed alone (it is far slower)
     wheres = ["device"] if gpu else ["numpy"]
@@ -201,6 +237,11 @@ def main() -> None:
         rows = [("non-private SGD", f"{base * 1e3:.2f}", "1.00", "")]
         t = median_time(dpkit_step(make().to(device), x, y, noise=False), args.repeats)
         rows.append(("dpkit clip only", f"{t * 1e3:.2f}", f"{t / base:.2f}", ""))
+        if gpu:  # the other way to handle dropped rows: ask the host (one sync per batch)
+            _clip.ZERO_ON_DEVICE = False
+            t = median_time(dpkit_step(make().to(device), x, y, noise=False), args.repeats)
+            _clip.ZERO_ON_DEVICE = True
+            rows.append(("dpkit clip only, host check", f"{t * 1e3:.2f}", f"{t / base:.2f}", ""))
         for where in wheres:
             times = step_times(dpkit_step(make().to(device), x, y, where=where), args.repeats)
             t = statistics.median(times)
@@ -217,7 +258,11 @@ def main() -> None:
                 t = noise_time(make(), x, y, where, steps=1 if where == "device" else 8)
                 rows.append((f"noise alone ({where})", f"{t * 1e3:.2f}", f"{t / base:.2f}", ""))
         print(f"\n{title} ({where_on}, median of {args.repeats} steps)")
-        print(table(rows, ("step", "ms", "x non-private", "noise share")))
+        print(table(rows, ("step", "ms", "x non-private", "noise share")), flush=True)
+        if args.profile and gpu:
+            profile_step(
+                f"{title}, dpkit clip only", dpkit_step(make().to(device), x, y, noise=False)
+            )
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # GPU check of dpkit.torch, for a machine with an NVIDIA GPU and a python3 that has torch (CUDA),
 # numpy, scipy, pytest and pytest-xdist, but no internet: randomgen and opacus come from wheels
-# in .whl/ at the repository root. Runs (a) the DP-SGD tests, CUDA-only ones included, then
-# (b) the GPU benchmark (plain step, dpkit, Opacus) and a noise-throughput probe. Logs go to $OUT
+# in .whl/ at the repository root. Runs (b2) the GPU benchmark (plain step, dpkit, Opacus;
+# with a profile of one dpkit step), (a) the DP-SGD tests, CUDA-only ones included, and (b1) a
+# noise-throughput probe. Logs go to $OUT
 # (default ./gpu_out). About 3–4 minutes in all; each part has its own time limit.
 #
 #   bash benchmarks/gpu_check.sh
@@ -23,15 +24,19 @@ python3 -c "import torch, numpy, scipy, randomgen, opacus; print('torch', torch.
 'cuda', torch.cuda.is_available(), 'numpy', numpy.__version__, 'scipy', scipy.__version__, \
 'randomgen', randomgen.__version__, 'opacus', opacus.__version__)"
 
+echo "== (b2) benchmark: python3 benchmarks/dpsgd_torch.py --device cuda"
+timeout 120 python3 -W ignore::UserWarning benchmarks/dpsgd_torch.py --device cuda --repeats 30 \
+    --threads 8 --profile 2>&1 | tee "$OUT/bench.log"
+echo "bench rc=${PIPESTATUS[0]}"
 echo "== (a) tests/dpsgd (CUDA tests included)"
 start=$(date +%s)
-timeout 170 python3 -m pytest -W error -p no:cacheprovider -q -n 4 -rs --durations=12 \
+timeout 110 python3 -m pytest -W error -p no:cacheprovider -p no:benchmark -q -n 4 -rs --durations=12 \
     tests/dpsgd > "$OUT/tests.log" 2>&1
 echo "pytest rc=$? in $(( $(date +%s) - start )) s"
 tail -40 "$OUT/tests.log"
 
 echo "== (b1) noise throughput on the GPU (exact discrete Gaussian, ChaCha20)"
-timeout 90 python3 - <<'EOF' 2>&1 | tee "$OUT/noise.log"
+timeout 45 python3 - <<'EOF' 2>&1 | tee "$OUT/noise.log"
 import time, torch
 from dpkit.random import seeded
 from dpkit.torch._chacha import ChaChaStream
@@ -61,8 +66,4 @@ torch.randn(1 << 22, device=dev, out=x); torch.cuda.synchronize()
 print(f"torch.randn (not secure, not exact) {1 << 22}: {(time.perf_counter() - t) * 1e3:.2f} ms")
 EOF
 
-echo "== (b2) benchmark: python3 benchmarks/dpsgd_torch.py --device cuda"
-timeout 150 python3 benchmarks/dpsgd_torch.py --device cuda --repeats 30 --threads 8 \
-    2>&1 | tee "$OUT/bench.log"
-echo "bench rc=${PIPESTATUS[0]}"
 date -u

@@ -212,3 +212,22 @@ def test_unit_level_norms_are_of_each_units_summed_gradient() -> None:
     for n, s in zip(names, clipper.sums, strict=True):
         torch.testing.assert_close(s.flatten(), (c[:, None] * unit[n]).sum(0), rtol=1e-9,
                                    atol=1e-12)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("shape", "ks", "dl", "pd", "st"),
+    [
+        ((3, 2, 7, 6), (3, 3), (1, 1), (1, 1), (1, 1)),
+        ((2, 3, 9, 8), (3, 2), (1, 1), (2, 0), (2, 3)),
+        ((2, 4, 1, 11), (1, 3), (1, 1), (0, 1), (1, 2)),  # a Conv1d seen as a Conv2d
+        ((2, 2, 9, 9), (3, 3), (2, 1), (1, 1), (1, 1)),  # dilation: F.unfold itself
+    ],
+)
+def test_patches_are_unfold_in_its_order(shape, ks, dl, pd, st) -> None:
+    from torch.nn import functional as F
+
+    from dpkit.torch._layers import _patches
+
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(0))
+    want = F.unfold(x, ks, dilation=dl, padding=pd, stride=st).transpose(1, 2)
+    assert torch.equal(_patches(x, ks, dl, pd, st), want)

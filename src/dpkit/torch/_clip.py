@@ -239,7 +239,7 @@ class Clipper:
     def _add(self, rows: Tensor, group: int) -> None:
         layer_calls = [self._calls[r.module] for r in self.rules]
         if group > 1:  # padding rows inside a unit: zero them before the unit's sum
-            if not bool(rows.all()):
+            if _may_drop(rows):
                 _zero_dropped(layer_calls, rows)
             mask = rows.reshape(-1, group).any(1)
         else:
@@ -274,7 +274,7 @@ class Clipper:
         if group > 1:
             keep = keep.repeat_interleave(group)
             factors = [f.repeat_interleave(group) for f in factors]
-        if not bool(keep.all()):
+        if _may_drop(keep):
             _zero_dropped(layer_calls, keep)
         new = [
             g.reshape(p.shape)
@@ -287,6 +287,17 @@ class Clipper:
             self._sums = [s + g for s, g in zip(self._sums, new, strict=True)]
 
 
+ZERO_ON_DEVICE = True
+"""On a device, zero the dropped rows without first asking the host whether any is dropped."""
+
+
+def _may_drop(keep: Tensor) -> bool:
+    """Whether rows may have to be zeroed. On the CPU, only if one is dropped; on a device, always:
+    reading ``keep.all()`` back would stall the host once per physical batch, and zeroing (one
+    ``where`` per tensor, no host wait) gives the same sums when nothing is dropped."""
+    return (ZERO_ON_DEVICE and keep.device.type != "cpu") or not bool(keep.all())
+
+
 def _zero_dropped(layer_calls: list[list[Captured]], keep: Tensor) -> None:
     """Zero inputs and output gradients of dropped examples (0·NaN would be NaN)."""
     for calls in layer_calls:
@@ -294,11 +305,13 @@ def _zero_dropped(layer_calls: list[list[Captured]], keep: Tensor) -> None:
             call.inputs = tuple(_where(keep, a) for a in call.inputs)
             assert call.grad is not None
             call.grad = _where(keep, call.grad)
-            call.view = None  # recomputed from the zeroed inputs
+            if call.view is not None:  # a convolution's patches: zeroed, not made again
+                call.view.inputs = tuple(_where(keep, a) for a in call.view.inputs)
+                call.view.grad = _where(keep, call.view.grad)
 
 
 def _where(keep: Tensor, x: Any) -> Any:
     if not isinstance(x, Tensor) or not x.is_floating_point():
         return x
     k = keep.reshape(-1, *([1] * (x.dim() - 1)))
-    return torch.where(k, x, torch.zeros((), dtype=x.dtype))
+    return torch.where(k, x, 0.0)  # a Python zero: no CPU tensor to copy to the device
