@@ -198,3 +198,20 @@ def test_unhashable_types_are_refused_before_charging() -> None:
     with pytest.raises(DataError):
         q.agg(dpf.count()).release(epsilon=1.0, accountant=acct)
     assert not acct.ledger
+
+
+def test_text_words_depend_on_the_row_alone() -> None:
+    """Text is dictionary-encoded per batch, but a row's word must not depend on which other
+    rows share the batch, their order or the chunking (a unit's kept rows may depend only on
+    its own rows); embedded NULs, long texts, empty vs null are distinct values."""
+    mine = pl.Series(["a\x00", "a", "", None, "x" * 100_000, "a\x00b"])
+    alone = row_hash([mine], KEY)
+    assert len({int(v) for v in alone}) == len(mine)
+    others = pl.Series(["zz", "a", None, "q" * 50])
+    mixed = pl.concat([others, mine.reverse(), others], rechunk=False)  # three chunks
+    got = row_hash([mixed], KEY)[len(others) : len(others) + len(mine)][::-1]
+    assert (got == alone).all()
+    b = pl.Series([b"", None, b"\x00", b"\x00\x00"], dtype=pl.Binary)
+    hb = row_hash([b], KEY)
+    assert len({int(v) for v in hb}) == 4
+    assert (row_hash([pl.concat([b.reverse(), b])], KEY)[4:] == hb).all()

@@ -164,6 +164,11 @@ def _bounds(bounds: object, what: str) -> tuple[float, float]:
         raise DataError(f"bounds for {what} are reversed or empty: need lower < upper.")
     if max(abs(lo), abs(hi)) > 2.0**60:
         raise DataError(f"bounds for {what} must lie within ±2^60.")
+    if hi - lo < 2.0**-900:
+        # the centred transform scales by 2 / (hi - lo), a quantile tree by leaves / (hi - lo):
+        # an overflow there made rows ±inf or NaN, and the release fail exactly when the table
+        # had a row (a refusal before any charge that told whether anyone's row was there)
+        raise DataError(f"bounds for {what} are too close together (upper - lower < 2^-900).")
     return lo, hi
 
 

@@ -30,10 +30,11 @@ def measure_column(m: Measure) -> str:
 def public_totals(totals: Any, buckets: Any, public: Any, keys: Sequence[str]) -> tuple[Any, Any]:
     """Totals for exactly the public keys: absent keys get exact zeros (then their own noise)."""
     pl = _pl()
-    t = public.join(totals, on=list(keys), how="left")
+    # a null key value is a group of its own (as in group_by): every key join matches nulls
+    t = public.join(totals, on=list(keys), how="left", nulls_equal=True)
     t = t.with_columns([pl.col(c).fill_null(0) for c in totals.columns if c not in keys])
     if buckets is not None:
-        buckets = buckets.join(public, on=list(keys), how="semi")
+        buckets = buckets.join(public, on=list(keys), how="semi", nulls_equal=True)
     return t, buckets
 
 
@@ -67,7 +68,9 @@ def _bucket_matrix(buckets: Any, totals: Any, keys: Sequence[str], m: Measure) -
     if buckets is None or totals.height == 0:
         return out
     index = totals.select(list(keys)).with_row_index("__i")
-    part = buckets.filter(pl.col("__measure") == m.name).join(index, on=list(keys), how="inner")
+    part = buckets.filter(pl.col("__measure") == m.name).join(
+        index, on=list(keys), how="inner", nulls_equal=True
+    )
     rows = part["__i"].to_numpy().astype(np.int64)
     cols = part["__bucket"].to_numpy().astype(np.int64)
     np.add.at(out, (rows, cols), part["__count"].to_numpy().astype(np.int64))

@@ -368,7 +368,8 @@ def bound(
     totals = rows.group_by(keys).agg(
         pl.len().cast(pl.Int64).alias(ROWS), *(pl.col(m.name).sum() for m in values)
     )
-    totals = per_key.join(totals, on=keys, how="left")
+    # a null key value is a group of its own: the join matches nulls as group_by does
+    totals = per_key.join(totals, on=keys, how="left", nulls_equal=True)
     fill = [pl.col(c).fill_null(0) for c in (ROWS, *(m.name for m in values))]
     totals = totals.with_columns(fill)
     if not buckets:

@@ -270,7 +270,8 @@ def _spark_totals(
             _nulls(f, unit),
         )
         return _checked(_collect(totals, pl), unit), None
-    kept = rows.join(pairs.select(unit, *keys), on=[unit, *keys], how="left_semi")
+    # a null key value is a group of its own (as in groupBy): the key joins match nulls
+    kept = _join_null_safe(rows, pairs.select(unit, *keys), [unit, *keys], "left_semi")
     if b.max_rows_per_unit is not None:
         rn = f.row_number().over(window.partitionBy(unit).orderBy(H))
         kept = kept.withColumn("__rn", rn).filter(f.col("__rn") <= b.max_rows_per_unit)
@@ -285,7 +286,8 @@ def _spark_totals(
             f.count(f.lit(1)).cast("long").alias(ROWS),
             *(f.sum(c).cast("long").alias(c) for c in values),
         )
-        joined = per_key.join(sums, on=keys, how="left").fillna(0, subset=[ROWS, *values])
+        joined = _join_null_safe(per_key, sums, keys, "left")
+        joined = joined.fillna(0, subset=[ROWS, *values])
         totals = _checked(_collect(joined, pl), unit)
         if not buckets:
             return totals, None
@@ -328,6 +330,18 @@ def spark_refuse_missing(df: Any, values: Sequence[str]) -> None:
         ) from None
     if found:
         raise missing_error("an aggregated column")
+
+
+def _join_null_safe(left: Any, right: Any, on: Sequence[str], how: str) -> Any:
+    """``left.join(right, on, how)`` with null equal to null in every ``on`` column (a plain
+    equi-join drops null keys); the right side's copies of ``on`` are not kept."""
+    renamed = right.select(
+        *(right[c].alias(f"__r{i}") if c in on else right[c] for i, c in enumerate(right.columns))
+    )
+    names = {c: f"__r{i}" for i, c in enumerate(right.columns) if c in on}
+    cond = [left[c].eqNullSafe(renamed[names[c]]) for c in on]
+    out = left.join(renamed, on=cond, how=how)
+    return out.drop(*names.values()) if how != "left_semi" else out
 
 
 def _nulls(f: Any, unit: str) -> Any:
