@@ -31,6 +31,7 @@ import polars as pl
 
 import dpkit.frame as dpf
 import dpkit.stats as st
+from _spark import local_spark
 from _timing import best_of, print_targets, table, target
 
 EPS, DELTA, L_INF, L0, KEYS = 1.0, 1e-6, 1, 5, 5000
@@ -188,20 +189,9 @@ def hand_bounded_spark(sdf: Any) -> Any:
 
 
 def run_spark(df: pl.DataFrame, rows: list[tuple[str, ...]], base: float | None) -> None:
-    try:
-        from pyspark.sql import SparkSession
-    except ImportError:
-        print("skip Spark: pyspark is not installed")
+    spark = local_spark()
+    if spark is None:
         return
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "8")
-        .config("spark.driver.memory", "4g")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
     try:
         sdf = spark.createDataFrame(df.to_arrow()).cache()
         sdf.count()

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from typing import Any
 
 import numpy as np
@@ -24,6 +23,7 @@ import polars as pl
 
 import dpkit.frame as dpf
 import dpkit.sql as dps
+from _spark import local_spark
 from _timing import best_of_each, table
 
 EPS, DELTA, L_INF, L0 = 1.0, 1e-6, 2, 3
@@ -80,20 +80,9 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--repeats", type=int, default=2)
     a = ap.parse_args()
-    try:
-        from pyspark.sql import SparkSession
-    except ImportError:
-        print("skip: pyspark is not installed")
+    spark = local_spark()
+    if spark is None:
         return
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "8")
-        .config("spark.driver.memory", "4g")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
     try:
         df = make_data(a.rows)
         sdf = spark.createDataFrame(df.to_arrow()).cache()
