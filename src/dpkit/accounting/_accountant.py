@@ -10,7 +10,12 @@ from fractions import Fraction
 from typing import Any
 
 from dpkit._checks import check_delta
-from dpkit.accounting._accountant_text import accountant_html, budget_hint, exhausted_text
+from dpkit.accounting._accountant_text import (
+    accountant_html,
+    accountant_repr,
+    budget_hint,
+    refusal_text,
+)
 from dpkit.accounting._budget import within
 from dpkit.accounting._compose import epsilon_of
 from dpkit.accounting._costs import (
@@ -21,23 +26,18 @@ from dpkit.accounting._costs import (
     rho_cost,
     rho_for,
 )
-from dpkit.accounting._events import (
-    MIXED_NEIGHBOURING,
-    ApproxDPEvent,
-    Event,
-    declared_neighbouring,
-)
+from dpkit.accounting._events import ApproxDPEvent, Event
 from dpkit.accounting._guarantees import (
     ZCDP,
     ApproxDP,
     Guarantee,
-    Neighbouring,
     PureDP,
     _unchecked,
     shown,
     zcdp_epsilon,
 )
 from dpkit.accounting._parallel import DisjointParts, parallel
+from dpkit.accounting._relation import Relation
 from dpkit.errors import BudgetExceededError, PrivacyParameterError
 
 __all__ = ["Accountant", "LedgerEntry"]
@@ -88,25 +88,6 @@ _METHODS: dict[type, tuple[str, ...]] = {
     ApproxDP: ("auto", "basic", "zcdp"),
     ZCDP: ("auto", "zcdp"),
 }
-
-
-class _Relation:
-    """The neighbouring relation an accountant (and the children it split into) is charged under.
-
-    Guarantees under add/remove and under replacement do not compose into either, so once an
-    event declaring one relation is charged, events declaring the other are refused (before any
-    charge). Events that declare none (a Laplace or Gaussian) hold under the caller's relation.
-    """
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.value: Neighbouring | None = None
-
-    def check(self, event: Event) -> Neighbouring | None:
-        r = declared_neighbouring([event])
-        if r is not None and self.value is not None and r is not self.value:
-            raise PrivacyParameterError(MIXED_NEIGHBOURING)
-        return r
 
 
 _FIRST_PLANS = IdentityMemo()
@@ -221,7 +202,7 @@ class Accountant:
         self._state = _NOTHING
         self._ledger: list[LedgerEntry] = []
         # the neighbouring relation the charged events declared, shared with split() children
-        self._relation = _Relation()
+        self._relation = Relation()
 
     # -- what the interaction has cost -------------------------------------------------------
     @property
@@ -416,10 +397,8 @@ class Accountant:
             relation = self._relation.check(event)
             plan = self._plan(event, hint)
             if plan is None:
-                what = f"{label!r} ({self._cost_text(event)})" if label else self._cost_text(event)
                 raise BudgetExceededError(
-                    f"charging {what} would exceed the budget {self._budget!r}: "
-                    f"{self._exhausted_text(event)} Nothing was charged or released.",
+                    refusal_text(self, event, label),
                     requested=event,
                     remaining=self._remaining_unlocked(),
                 )
@@ -427,34 +406,6 @@ class Accountant:
             self._ledger.append(LedgerEntry(event, label, entry.epsilon, entry.delta, entry.rho))
             if relation is not None:
                 self._relation.value = relation
-
-    def _cost_text(self, event: Event) -> str:
-        """A short description of what ``event`` would cost, for error messages."""
-        name = type(event).__name__
-        try:
-            if self._method == "zcdp":
-                return f"{name}, rho={float(self._cost_in_rho(event)):.6g}"
-            pure = self._pure_cost(event)
-        except PrivacyParameterError:
-            return name
-        except InfiniteCost:
-            return f"{name}, infinite cost"
-        return f"{name}, epsilon={float(pure):.6g}" if pure is not None else name
-
-    def _exhausted_text(self, event: Event) -> str:
-        """Which resource the refused ``event`` would overspend, and the fix (under the lock)."""
-        try:
-            pure = self._pure_cost(event) is not None
-        except (PrivacyParameterError, InfiniteCost):
-            pure = False
-        return exhausted_text(
-            self._budget,
-            self._rho_max if self._method == "zcdp" else None,
-            self._spent_of(self._state),
-            self._remaining_unlocked(),
-            event,
-            pure,
-        )
 
     def _remaining_unlocked(self) -> tuple[float, float, float]:
         eps, delta, rho = self._spent_of(self._state)
@@ -539,7 +490,7 @@ class Accountant:
         return parallel(self, parts, budget, label)
 
     def __repr__(self) -> str:
-        return f"Accountant({self._budget!r}, method={self._method!r}, spent={self.spent!r})"
+        return accountant_repr(self)
 
     def _repr_html_(self) -> str:
         """A notebook's view: the budget, what was spent and what is left, then the ledger."""

@@ -6,13 +6,15 @@ from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from dpkit.accounting._budget import within
+from dpkit.accounting._costs import InfiniteCost
 from dpkit.accounting._events import ApproxDPEvent, Event
 from dpkit.accounting._guarantees import Guarantee, shown
+from dpkit.errors import PrivacyParameterError
 
 if TYPE_CHECKING:
     from dpkit.accounting._accountant import Accountant
 
-__all__ = ["accountant_html", "budget_hint", "exhausted_text"]
+__all__ = ["accountant_html", "accountant_repr", "budget_hint", "exhausted_text", "refusal_text"]
 
 _Triple = tuple[float, float, float]
 
@@ -116,3 +118,46 @@ def accountant_html(acct: Accountant) -> str:
     return table("Accountant", rows) + table(
         None, ledger, header=("label", "epsilon", "delta", "rho", "event")
     )
+
+
+def _cost_text(acct: Accountant, event: Event) -> str:
+    """A short description of what ``event`` would cost, for error messages."""
+    name = type(event).__name__
+    try:
+        if acct._method == "zcdp":
+            return f"{name}, rho={float(acct._cost_in_rho(event)):.6g}"
+        pure = acct._pure_cost(event)
+    except PrivacyParameterError:
+        return name
+    except InfiniteCost:
+        return f"{name}, infinite cost"
+    return f"{name}, epsilon={float(pure):.6g}" if pure is not None else name
+
+
+def refusal_text(acct: Accountant, event: Event, label: str | None) -> str:
+    """The message of a charge refused for want of budget (called under the accountant's lock).
+
+    Names the label, the event's kind and cost, the resource that would be overspent and the fix.
+    """
+    what = f"{label!r} ({_cost_text(acct, event)})" if label else _cost_text(acct, event)
+    try:
+        pure = acct._pure_cost(event) is not None
+    except (PrivacyParameterError, InfiniteCost):
+        pure = False
+    exhausted = exhausted_text(
+        acct._budget,
+        acct._rho_max if acct._method == "zcdp" else None,
+        acct._spent_of(acct._state),
+        acct._remaining_unlocked(),
+        event,
+        pure,
+    )
+    return (
+        f"charging {what} would exceed the budget {acct._budget!r}: "
+        f"{exhausted} Nothing was charged or released."
+    )
+
+
+def accountant_repr(acct: Accountant) -> str:
+    """``Accountant(budget, method=..., spent=...)``."""
+    return f"Accountant({acct.budget!r}, method={acct.method!r}, spent={acct.spent!r})"

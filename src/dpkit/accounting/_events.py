@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Iterable
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import KW_ONLY, dataclass, field, fields, replace
 
 from dpkit._checks import check_delta, check_epsilon, check_positive, check_probability
 from dpkit.accounting._guarantees import Neighbouring
@@ -33,6 +33,7 @@ __all__ = [
     "SelfComposedEvent",
     "ZCDPEvent",
     "declared_neighbouring",
+    "holding_under",
 ]
 
 
@@ -46,15 +47,46 @@ def _check_count(value: object, name: str) -> int:
 class Event:
     """Base class of all privacy events.
 
+    A basic event (a noise distribution or a generic guarantee) has a ``neighbouring`` field:
+    ``None`` (default) when its sensitivity or guarantee is stated for whichever relation the
+    caller accounts under, or the :class:`~dpkit.accounting.Neighbouring` relation it holds
+    under only (a sensitivity computed for replacement of one unit, say). Accountants refuse to
+    compose events declaring different relations (:func:`declared_neighbouring`). Setting the
+    field does not change the cost: the sensitivity must already be the one under that relation
+    (for a count, 1 under add/remove and 2 under replacement).
+
     Examples
     --------
-    >>> from dpkit.accounting import LaplaceEvent, epsilon_of
+    >>> from dpkit.accounting import LaplaceEvent, Neighbouring, epsilon_of
     >>> epsilon_of(LaplaceEvent(scale=2.0, sensitivity=1.0))
     0.5
+    >>> LaplaceEvent(scale=4.0, sensitivity=2.0, neighbouring=Neighbouring.REPLACE)
+    LaplaceEvent(scale=4.0, sensitivity=2.0, neighbouring=Neighbouring.REPLACE)
     """
 
+    def __repr__(self) -> str:
+        # the dataclass repr, less a ``neighbouring`` left at None (most events declare none)
+        shown = []
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if not f.repr or (f.name == "neighbouring" and v is None):
+                continue
+            shown.append(
+                f"{f.name}={'Neighbouring.' + v.name if f.name == 'neighbouring' else repr(v)}"
+            )
+        return f"{type(self).__name__}({', '.join(shown)})"
 
-@dataclass(frozen=True, kw_only=True)
+
+def _check_relation(event: Event) -> None:
+    r = getattr(event, "neighbouring", None)
+    if r is not None and not isinstance(r, Neighbouring):
+        raise PrivacyParameterError(
+            "neighbouring must be None, Neighbouring.ADD_REMOVE or Neighbouring.REPLACE, "
+            f"got a {type(r).__name__}."
+        )
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
 class LaplaceEvent(Event):
     """Laplace noise of scale b on a query of ℓ1 sensitivity Δ: ε = Δ/b (Dwork & Roth 2014, §3.3).
 
@@ -67,12 +99,15 @@ class LaplaceEvent(Event):
     scale: float
     sensitivity: float = 1.0
 
+    neighbouring: Neighbouring | None = None
+
     def __post_init__(self) -> None:
+        _check_relation(self)
         object.__setattr__(self, "scale", check_positive(self.scale, "scale"))
         object.__setattr__(self, "sensitivity", check_positive(self.sensitivity, "sensitivity"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, repr=False)
 class GaussianEvent(Event):
     """Gaussian noise N(0, σ²) on a query of ℓ2 sensitivity Δ (the "Approximate Differential
     Privacy" notes §"Gaussian mechanism").
@@ -88,12 +123,15 @@ class GaussianEvent(Event):
     sigma: float
     sensitivity: float = 1.0
 
+    neighbouring: Neighbouring | None = None
+
     def __post_init__(self) -> None:
+        _check_relation(self)
         object.__setattr__(self, "sigma", check_positive(self.sigma, "sigma"))
         object.__setattr__(self, "sensitivity", check_positive(self.sensitivity, "sensitivity"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, repr=False)
 class DiscreteLaplaceEvent(Event):
     """Discrete Laplace noise P(k) ∝ exp(-|k|/b) on an integer query of ℓ1 sensitivity Δ ∈ ℕ.
 
@@ -108,12 +146,15 @@ class DiscreteLaplaceEvent(Event):
     scale: float
     sensitivity: int = 1
 
+    neighbouring: Neighbouring | None = None
+
     def __post_init__(self) -> None:
+        _check_relation(self)
         object.__setattr__(self, "scale", check_positive(self.scale, "scale"))
         object.__setattr__(self, "sensitivity", _check_count(self.sensitivity, "sensitivity"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, repr=False)
 class DiscreteGaussianEvent(Event):
     """Discrete Gaussian noise P(k) ∝ exp(-k²/2σ²) on an integer query of ℓ2 sensitivity Δ.
 
@@ -131,13 +172,16 @@ class DiscreteGaussianEvent(Event):
     sensitivity: float = 1.0
     dimension: int = 1
 
+    neighbouring: Neighbouring | None = None
+
     def __post_init__(self) -> None:
+        _check_relation(self)
         object.__setattr__(self, "sigma", check_positive(self.sigma, "sigma"))
         object.__setattr__(self, "sensitivity", check_positive(self.sensitivity, "sensitivity"))
         object.__setattr__(self, "dimension", _check_count(self.dimension, "dimension"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, repr=False)
 class RandomizedResponseEvent(Event):
     """k-ary randomized response: keep the true category with probability e^ε/(e^ε + k - 1).
 
@@ -152,7 +196,10 @@ class RandomizedResponseEvent(Event):
     epsilon: float
     categories: int = 2
 
+    neighbouring: Neighbouring | None = None
+
     def __post_init__(self) -> None:
+        _check_relation(self)
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         k = _check_count(self.categories, "categories")
         if k < 2:
@@ -160,15 +207,18 @@ class RandomizedResponseEvent(Event):
         object.__setattr__(self, "categories", k)
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, repr=False)
 class _PureEpsilon(Event):
     epsilon: float
 
+    neighbouring: Neighbouring | None = None
+
     def __post_init__(self) -> None:
+        _check_relation(self)
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, repr=False)
 class ExponentialEvent(_PureEpsilon):
     """The exponential mechanism at privacy level ε (McSherry & Talwar 2007; McSherry 2016).
 
@@ -182,7 +232,7 @@ class ExponentialEvent(_PureEpsilon):
     """
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, repr=False)
 class ReportNoisyMaxEvent(_PureEpsilon):
     """Report-noisy-max at privacy level ε (Dwork & Roth 2014, §3.3): pure ε-DP.
 
@@ -195,7 +245,7 @@ class ReportNoisyMaxEvent(_PureEpsilon):
     """
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, repr=False)
 class PermuteAndFlipEvent(_PureEpsilon):
     """Permute-and-flip at privacy level ε (McKenna & Sheldon 2020): pure ε-DP.
 
@@ -206,7 +256,7 @@ class PermuteAndFlipEvent(_PureEpsilon):
     """
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, repr=False)
 class PureDPEvent(_PureEpsilon):
     """Any ε-DP mechanism; accounted through the worst case for ε-DP (binary randomized response,
     Kairouz, Oh & Viswanath 2015).
@@ -218,7 +268,7 @@ class PureDPEvent(_PureEpsilon):
     """
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, repr=False)
 class ApproxDPEvent(Event):
     """Any (ε, δ)-DP mechanism; accounted through its worst case (Kairouz, Oh & Viswanath 2015).
 
@@ -231,12 +281,15 @@ class ApproxDPEvent(Event):
     epsilon: float
     delta: float
 
+    neighbouring: Neighbouring | None = None
+
     def __post_init__(self) -> None:
+        _check_relation(self)
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "delta", check_delta(self.delta))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, repr=False)
 class ZCDPEvent(Event):
     """Any ρ-zCDP mechanism (Bun & Steinke 2016).
 
@@ -248,7 +301,10 @@ class ZCDPEvent(Event):
 
     rho: float
 
+    neighbouring: Neighbouring | None = None
+
     def __post_init__(self) -> None:
+        _check_relation(self)
         object.__setattr__(self, "rho", check_positive(self.rho, "rho"))
 
 
@@ -461,8 +517,62 @@ def leaf_neighbouring(event: Event) -> Neighbouring | None:
         return declared_neighbouring(event.events)
     if isinstance(event, SelfComposedEvent):
         return leaf_neighbouring(event.event)
-    return None
+    # a basic event: the relation it was built for (its ``neighbouring``), or None
+    r = getattr(event, "neighbouring", None)
+    return r if isinstance(r, Neighbouring) else None
 
+
+def holding_under(event: Event, neighbouring: Neighbouring | None) -> Event:
+    """``event`` with every basic event in it declaring ``neighbouring`` (None: undeclared).
+
+    Only for the code that computed the event's sensitivities under ``neighbouring`` itself
+    (a statistic's plan with its ``replace`` flag): it relabels, it does not rescale. An event
+    already declaring another relation is refused, never relabelled. A subsampled event keeps
+    its own relation (it must already be ``neighbouring``).
+    """
+    if neighbouring is None:
+        return event
+    if isinstance(event, ComposedEvent):
+        return ComposedEvent(events=tuple(holding_under(e, neighbouring) for e in event.events))
+    if isinstance(event, SelfComposedEvent):
+        return SelfComposedEvent(holding_under(event.event, neighbouring), count=event.count)
+    r = leaf_neighbouring(event)
+    if r is not None:
+        if r is not neighbouring:
+            raise PrivacyParameterError(MIXED_NEIGHBOURING)
+        return event
+    if not any(f.name == "neighbouring" for f in fields(event)):
+        raise PrivacyParameterError(
+            f"internal: a {type(event).__name__} cannot declare a neighbouring relation."
+        )
+    return replace(event, neighbouring=neighbouring)  # type: ignore[call-arg]
+
+
+def undeclared(event: Event) -> Event:
+    """``event`` with its basic events' declared relations removed.
+
+    For the accountants' internal pairs only: a privacy loss pair built around the event by a
+    bound that already fixed the relation (a fixed-size sample's, computed via a Poisson pair).
+    """
+    if isinstance(event, ComposedEvent):
+        return ComposedEvent(events=tuple(undeclared(e) for e in event.events))
+    if isinstance(event, SelfComposedEvent):
+        return SelfComposedEvent(undeclared(event.event), count=event.count)
+    if isinstance(event, _BASIC_WITH_RELATION) and event.neighbouring is not None:
+        return replace(event, neighbouring=None)
+    return event
+
+
+_BASIC_WITH_RELATION = (
+    LaplaceEvent,
+    GaussianEvent,
+    DiscreteLaplaceEvent,
+    DiscreteGaussianEvent,
+    RandomizedResponseEvent,
+    _PureEpsilon,
+    ApproxDPEvent,
+    ZCDPEvent,
+)
 
 MIXED_NEIGHBOURING = (
     "these events are accounted under different neighbouring relations (add/remove of one unit "

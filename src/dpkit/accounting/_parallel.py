@@ -6,7 +6,8 @@ releases together satisfy G: adding or removing one unit changes one part only, 
 parts' releases are computed from data the unit is not in (McSherry 2009, "Privacy integrated
 queries", Theorem 4; the same holds for (ε, δ)-DP and zCDP, and with each part's queries chosen
 adaptively, since a part's filter bounds its interaction whatever the others answered). So
-``k`` parts of budget G cost G, not k·G.
+``k`` parts of budget G cost G, not k·G. The argument is one of add/remove neighbours (a
+replaced unit may move between parts): see ``_PARTS`` below.
 
 The disjointness must not be a promise: :meth:`Accountant.parallel` accepts only a
 :class:`DisjointParts`, an object that made the parts itself (``dpkit.frame.Query.partition_by``
@@ -22,7 +23,7 @@ from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any
 
 from dpkit.accounting._events import ApproxDPEvent, Event, PureDPEvent, ZCDPEvent
-from dpkit.accounting._guarantees import ZCDP, ApproxDP, Guarantee, PureDP
+from dpkit.accounting._guarantees import ZCDP, ApproxDP, Guarantee, Neighbouring, PureDP
 from dpkit.errors import PrivacyParameterError
 
 if TYPE_CHECKING:
@@ -49,16 +50,25 @@ class DisjointParts(ABC):
         """Part ``key`` with its releases paid by ``accountant`` (which only it may reach)."""
 
 
+# Parallel composition is an add/remove argument: adding or removing a unit changes one part.
+# Replacing a unit can move it from one part to another (the parts are made from its data), so
+# under replacement two parts change, each by an add/remove step: the parts' replace-one
+# guarantees say nothing about that, and the whole is not ``budget``. So the parent pays an
+# add/remove event, and every part's accountant shares the parent's relation: a replace-one
+# release in a part (or in the parent, before or after) is refused before it is charged.
+_PARTS = Neighbouring.ADD_REMOVE
+
+
 def _as_event(budget: Guarantee) -> Event:
     """The budget of every part, as the one event the parent pays for all of them."""
     if isinstance(budget, PureDP):
-        return PureDPEvent(epsilon=budget.epsilon)
+        return PureDPEvent(epsilon=budget.epsilon, neighbouring=_PARTS)
     if isinstance(budget, ApproxDP):
         if budget.delta == 0:
-            return PureDPEvent(epsilon=budget.epsilon)
-        return ApproxDPEvent(epsilon=budget.epsilon, delta=budget.delta)
+            return PureDPEvent(epsilon=budget.epsilon, neighbouring=_PARTS)
+        return ApproxDPEvent(epsilon=budget.epsilon, delta=budget.delta, neighbouring=_PARTS)
     if isinstance(budget, ZCDP):
-        return ZCDPEvent(rho=budget.rho)
+        return ZCDPEvent(rho=budget.rho, neighbouring=_PARTS)
     raise PrivacyParameterError(
         "budget must be a guarantee for each part: PureDP(epsilon=...), ApproxDP(epsilon=..., "
         f"delta=...) or ZCDP(rho=...), got a {type(budget).__name__}."
@@ -81,4 +91,9 @@ def parallel(
     event = _as_event(budget)
     delta = budget.delta if isinstance(budget, ApproxDP) and budget.delta > 0 else None
     parent.charge(event, label=label or f"parallel over {len(keys)} parts", delta=delta)
-    return {k: parts.bind(k, type(parent)(budget)) for k in keys}
+    out: dict[Hashable, Any] = {}
+    for k in keys:
+        child = type(parent)(budget)
+        child._relation = parent._relation  # (shared: checked like the parent's own charges)
+        out[k] = parts.bind(k, child)
+    return out

@@ -36,6 +36,7 @@ from dpkit.accounting._events import (
     RandomizedResponseEvent,
     ReportNoisyMaxEvent,
     SampledWithoutReplacementEvent,
+    undeclared,
 )
 from dpkit.accounting._guarantees import Neighbouring
 
@@ -339,7 +340,7 @@ def event_pmfs(event: Event, h: float) -> tuple[Pmf, Pmf | None]:
             raise Unsupported("nested subsampling")
         # ((1−γ)Q + γP, Q) is the Poisson remove pair of the same inner pair at rate γ
         rem, _ = event_pmfs(
-            PoissonSubsampledEvent(inner_event, sampling_rate=event.sampling_rate), h
+            PoissonSubsampledEvent(undeclared(inner_event), sampling_rate=event.sampling_rate), h
         )
         return _symmetrised(rem, h), None
     q = 1.0

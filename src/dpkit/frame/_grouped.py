@@ -9,6 +9,7 @@ from typing import Any
 from dpkit._checks import check_delta, check_epsilon, check_probability
 from dpkit._missing import missing_error
 from dpkit._progress import Progress
+from dpkit.accounting._events import holding_under
 from dpkit.errors import DataError, PrivacyParameterError
 from dpkit.frame._aggs import Aggregation, Measure, check_output_names
 from dpkit.frame._calibrate import Bounding, NoisePlan, noise_plan, zcdp_plan
@@ -459,14 +460,17 @@ class GroupedQuery:
         keys = list(self._layout().keys)
         if self._public is not None:
             totals, buckets = public_totals(totals, buckets, self._public, keys)
-        charge(accountant, plan.event, "frame query", delta=plan.delta or None, rng=rng)
+        # the plan's sensitivities are the table's relation's (``replace`` doubles them), so
+        # its event declares that relation: an accountant refuses to mix it with the other
+        event = holding_under(plan.event, self._table.neighbouring)
+        charge(accountant, event, "frame query", delta=plan.delta or None, rng=rng)
         frame = finish(
             totals, buckets, keys=keys, aggs=self._aggs, plan=plan, gen=gen, alpha=a,
             drop_keys=(ALL,),
         )  # fmt: skip
         if self._table.pandas:  # pandas in, pandas out (post-processing of the release)
             frame = frame.to_pandas()
-        return FrameRelease(frame, plan.event, explanation)
+        return FrameRelease(frame, event, explanation)
 
     def bounded_aggregates(
         self, *, seed: int = 0, streaming: bool = False, partitions: int = 1

@@ -88,7 +88,9 @@ def suggest_bounds(
     if eps / 2.0 <= 0.0:  # each quantile's half is 0 in floating point: refuse before the charge
         raise PrivacyParameterError("epsilon is too small to be split between two quantiles.")
     who = payer(table, accountant)  # a part of a parallel composition pays from its budget
-    charge_release(who, PureDPEvent(epsilon=eps), "suggest_bounds", rng=rng)  # before reading
+    # two quantiles under the table's relation (passed to them below): the event declares it
+    event = PureDPEvent(epsilon=eps, neighbouring=table.neighbouring)
+    charge_release(who, event, "suggest_bounds", rng=rng)  # before reading
     gen = as_generator(rng)
     pl = polars()
     lf = table.data.filter(pl.col(UNIT_ID).is_not_null())

@@ -83,6 +83,7 @@ def dpsgd_plan(
     grid = gaussian_grid(2 * z * clip_norm)
     sens = rounded_sensitivity(clip_norm, grid, coordinates=dimension, norm=2)
     sigma = math.nextafter(z * sens, math.inf)
+    # add/remove one record (declared by the Poisson event): one record moves the sum by ≤ Δ
     step = PoissonSubsampledEvent(
         GaussianEvent(sigma=sigma, sensitivity=sens), sampling_rate=sample_rate
     )

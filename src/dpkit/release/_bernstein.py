@@ -44,7 +44,7 @@ from dpkit.release._density_noise import (
 )
 from dpkit.release._kde import check_bandwidth, kernel_matrix
 from dpkit.stats._common import check_privacy
-from dpkit.stats._events import is_replace
+from dpkit.stats._events import declared, is_replace
 
 __all__ = ["bernstein_degree", "bernstein_density", "bernstein_lattice", "bernstein_noise"]
 
@@ -150,6 +150,7 @@ def bernstein_density(
     )
     bits, noise = bernstein_noise(lattice, eps_b)
     event = total_event(count, noise.event)
+    event = declared(event, replace)  # (the relation its sensitivities are for)
     charge(accountant, event, "kernel density (Bernstein)", rng=rng)
     gen = as_generator(rng)
     n_hat = count.value(data.shape[0], gen)

@@ -29,6 +29,7 @@ from dpkit.accounting import (
     Neighbouring,
     SelfComposedEvent,
 )
+from dpkit.accounting._events import holding_under
 from dpkit.errors import DataError, PrivacyParameterError
 from dpkit.mechanisms._base import SupportsCharge, charge
 from dpkit.noise import discrete_laplace
@@ -190,7 +191,9 @@ def discover_domain(
     one_q = exponential_event(epsilon=eps_c / (bins - 1) * (1.0 - 2.0**-40))
     events: list[Event] = [SelfComposedEvent(one_q, count=bins - 1) for _ in num]  # type: ignore[arg-type]
     events += [ApproxDPEvent(epsilon=eps_c, delta=delta_c) for _ in cats]
-    charge(accountant, ComposedEvent(events=tuple(events)), "domain discovery", delta=dlt, rng=rng)
+    # partition selection's threshold holds under add/remove only (refused otherwise above)
+    event = holding_under(ComposedEvent(events=tuple(events)), Neighbouring.ADD_REMOVE)
+    charge(accountant, event, "domain discovery", delta=dlt, rng=rng)
     gen = as_generator(rng)
     out: dict[str, Column] = dict(fixed)
     for k in num:

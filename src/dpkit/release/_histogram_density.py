@@ -28,7 +28,7 @@ from dpkit.release._density_data import (
 from dpkit.release._density_grid import DensityRelease, project_simplex, uniform_edges
 from dpkit.release._density_noise import SLACK, split_count, total_event
 from dpkit.stats._common import check_privacy, warn_large_delta
-from dpkit.stats._events import is_replace
+from dpkit.stats._events import declared, is_replace
 from dpkit.stats._histogram import _gaussian_event, _gaussian_sigma
 
 __all__ = ["cell_noise", "histogram_bins", "histogram_density"]
@@ -211,6 +211,7 @@ def histogram_density(
         _check_cells(
             tuple(histogram_bins(8.0 * max(data.shape[0], 1) + 64, d) for _ in box), atom_sets
         )
+    event = declared(event, replace)  # (the relation its sensitivities are for)
     charge(accountant, event, "histogram density", delta=dlt, rng=rng)
     gen = as_generator(rng)
     n_hat = count.value(data.shape[0], gen)

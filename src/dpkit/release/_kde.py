@@ -55,7 +55,7 @@ from dpkit.release._density_noise import (
     total_event,
 )
 from dpkit.stats._common import check_privacy, warn_large_delta
-from dpkit.stats._events import is_replace
+from dpkit.stats._events import declared, is_replace
 
 __all__ = [
     "KDE_GRID",
@@ -270,6 +270,7 @@ def kde_density(
     )
     pts, white, shift, noise = kde_noise(box, cells, h, eps_k, dlt, replace)
     event = total_event(count, noise.event)
+    event = declared(event, replace)  # (the relation its sensitivities are for)
     charge(accountant, event, "kernel density (HRW)", delta=dlt, rng=rng)
     gen = as_generator(rng)
     n_hat = count.value(data.shape[0], gen)

@@ -54,7 +54,7 @@ from dpkit.release._density_data import (
 from dpkit.release._density_noise import SLACK, split_count, total_event
 from dpkit.release._exact_draws import Dyadic, bernoulli_exp_over, exp_neg_bounds, uniform_below
 from dpkit.stats._common import check_privacy
-from dpkit.stats._events import is_replace
+from dpkit.stats._events import declared, is_replace
 
 __all__ = ["KSSampler", "SyntheticSample", "ks_synthetic"]
 
@@ -373,6 +373,7 @@ def ks_synthetic(
     _check_size(fixed_k or 1, fixed_m or 3)
     main = ExponentialEvent(epsilon=eps_z * SLACK)
     event = total_event(count, main)
+    event = declared(event, replace)  # (the relation its sensitivities are for)
     charge(accountant, event, "KS synthetic sample", rng=rng)
     gen = as_generator(rng)
     n_hat = count.value(data.size, gen)

@@ -42,7 +42,7 @@ from dpkit.release._density_noise import (
     total_event,
 )
 from dpkit.stats._common import check_privacy, warn_large_delta
-from dpkit.stats._events import is_replace
+from dpkit.stats._events import declared, is_replace
 
 __all__ = ["cosine_basis", "series_degree", "series_density"]
 
@@ -177,6 +177,7 @@ def series_density(
         m = fixed or tuple(series_degree(float(public_n or 1), d, eps_s, smoothness) for _ in box)
         bits, caps, noise = _plan(m, factor, eps_s, dlt)
         event = total_event(count, noise.event)
+        event = declared(event, replace)  # (the relation its sensitivities are for)
         charge(accountant, event, "series density", delta=dlt, rng=rng)
         n_hat = count.value(data.shape[0], gen)
     else:
@@ -187,6 +188,7 @@ def series_density(
         # once the degree is known. A refused charge spends nothing and draws nothing.
         budget = _budget(eps_s, dlt)
         event = total_event(count, budget)
+        event = declared(event, replace)  # (the relation its sensitivities are for)
         charge(accountant, event, "series density", delta=dlt, rng=rng)
         n_hat = count.value(data.shape[0], gen)
         m = _fitting_degree(series_degree(n_hat, d, eps_s, smoothness), d)

@@ -17,6 +17,7 @@ from dpkit._checks import check_delta, check_epsilon, check_positive
 from dpkit._missing import MISSING_DEFAULT, Missing
 from dpkit.accounting import Event, Neighbouring
 from dpkit.accounting._costs import rho_for
+from dpkit.accounting._events import holding_under
 from dpkit.errors import DataError, PrivacyParameterError
 from dpkit.mechanisms._base import SupportsCharge, charge
 from dpkit.mechanisms._tails import check_alpha, discrete_gaussian_quantile
@@ -342,8 +343,12 @@ class Synthesizer:
 
     @property
     def event(self) -> Event:
-        """What a fit costs, known before any data are seen."""
-        return self.plan.event
+        """What a fit costs, known before any data are seen.
+
+        It declares the synthesizer's ``neighbouring``: the plan's sensitivities (√2 and 2
+        under replacement) were computed for it, so an accountant refuses to compose a fit with
+        releases under the other relation."""
+        return holding_under(self.plan.event, self.neighbouring)
 
     def fit(
         self,

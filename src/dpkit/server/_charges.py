@@ -17,12 +17,15 @@ from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dpkit.errors import BudgetExceededError, DataError, DPKitError
+from dpkit.accounting import Neighbouring
+from dpkit.accounting._relation import check_relation
+from dpkit.errors import BudgetExceededError, DataError, DPKitError, PrivacyParameterError
 from dpkit.server._json import canonical
 from dpkit.server._sql import cost_units, from_units
 
 __all__ = [
     "CHARGE_COLUMNS",
+    "RELATIONS_TABLE",
     "Ask",
     "Charge",
     "ChargeBatches",
@@ -68,6 +71,9 @@ class Ask:
     du: int
     idem_key: str | None
     version: int | None
+    neighbouring: Neighbouring | None = Neighbouring.ADD_REMOVE
+    """The relation the charge's guarantee holds under (None: any, as for an event declaring
+    none); the service's queries are all add/remove of one row (:mod:`._queries`)."""
 
 
 def ask(
@@ -78,9 +84,37 @@ def ask(
     delta: float,
     idem_key: str | None,
     version: int | None,
+    neighbouring: Neighbouring | None = Neighbouring.ADD_REMOVE,
 ) -> Ask:
+    if neighbouring is not None and not isinstance(neighbouring, Neighbouring):
+        raise PrivacyParameterError(
+            "neighbouring must be None, Neighbouring.ADD_REMOVE or Neighbouring.REPLACE."
+        )
     body = canonical(request)
-    return Ask(analyst, dataset, body, cost_units(epsilon), cost_units(delta), idem_key, version)
+    return Ask(
+        analyst,
+        dataset,
+        body,
+        cost_units(epsilon),
+        cost_units(delta),
+        idem_key,
+        version,
+        neighbouring,
+    )
+
+
+RELATIONS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS dataset_relations (dataset TEXT PRIMARY KEY, "
+    "neighbouring TEXT NOT NULL)"
+)
+"""The neighbouring relation each dataset's charges were made under (none yet: no row).
+
+Made by :meth:`Ledger.migrate` outside the numbered migrations (an old ledger gains it at its
+next start, and no row means no relation yet: every charge before was add/remove, the only
+relation the service priced). Guarantees under add/remove and under replacement of one unit do
+not add up to one under either, so a dataset's charges (its analysts' budgets and its total)
+keep to one relation, checked as the library's accountants check theirs
+(:func:`dpkit.accounting._relation.check_relation`)."""
 
 
 _UPDATE_FROM = sqlite3.sqlite_version_info >= (3, 33, 0)
@@ -161,6 +195,15 @@ class ChargeBatches:
                   "analyst = ? AND dataset = ?" + lock), key,
             ).fetchone()  # fmt: skip
             bud[key] = None if row is None else list(row)
+        # (read after the dataset rows are locked: a dataset's relation row is written only
+        # under its dataset row's lock, so two batches cannot both set it)
+        rel: dict[str, Neighbouring | None] = {}
+        for name in sorted({a.dataset for a in asks if a.neighbouring is not None}):
+            row = conn.execute(
+                q("SELECT neighbouring FROM dataset_relations WHERE dataset = ?"), (name,)
+            ).fetchone()
+            rel[name] = None if row is None else Neighbouring(row[0])
+        known = {k for k, v in rel.items() if v is not None}
         if self.postgres:
             # An idempotency key is the analyst's, not the dataset's: two requests with one key
             # on two datasets lock no common row, so both found the key unused and the second
@@ -176,9 +219,15 @@ class ChargeBatches:
         taken: set[str] = set()  # this batch's ids (they share their time part)
         for a in asks:
             try:
-                out.append(self._decide(conn, a, ds, bud, new, rows, now, taken))
+                out.append(self._decide(conn, a, ds, bud, new, rows, now, taken, rel))
             except DPKitError as exc:
                 out.append(exc)
+        for name, now_held in sorted(rel.items()):  # (set only by a charge that was made)
+            if now_held is not None and name not in known:
+                conn.execute(
+                    q("INSERT INTO dataset_relations (dataset, neighbouring) VALUES (?, ?)"),
+                    (name, now_held.value),
+                )
         if not rows:
             return out
         for chunk in _chunks(rows, 100):
@@ -223,6 +272,7 @@ class ChargeBatches:
         rows: list[tuple[Any, ...]],
         now: float,
         taken: set[str],
+        rel: dict[str, Neighbouring | None] | None = None,
     ) -> Charge:
         """One request of a batch: its replayed charge, its new charge (appended to ``rows``,
         and the running totals updated), or a refusal (raised; nothing changed)."""
@@ -252,6 +302,8 @@ class ChargeBatches:
             raise StaleDatasetError("the dataset was replaced; reload it and ask again.")
         if d is None or b is None:
             raise NoBudgetError("you have no budget on a dataset of that name.")
+        held = None if rel is None else rel.get(a.dataset)
+        relation = check_relation(held, a.neighbouring)  # (refused: nothing changed)
         if b[2] + eu > b[0] or b[3] + du > b[1]:
             raise BudgetExceededError(
                 f"the query costs epsilon={from_units(eu):.6g}, delta={from_units(du):.3g} but "
@@ -267,6 +319,8 @@ class ChargeBatches:
                 requested=(from_units(eu), from_units(du)),
             )
         b[2], b[3], d[2], d[3] = b[2] + eu, b[3] + du, d[2] + eu, d[3] + du
+        if rel is not None and relation is not None:
+            rel[a.dataset] = relation
         cid = new_charge_id(now, taken)
         taken.add(cid)
         request = json.loads(a.body)

@@ -29,9 +29,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from dpkit.accounting import Neighbouring
 from dpkit.errors import DataError, DPKitError
 from dpkit.server._charges import (
     CHARGE_COLUMNS,
+    RELATIONS_TABLE,
     Charge,
     ChargeBatches,
     NoBudgetError,
@@ -225,6 +227,7 @@ class Ledger(AuditQueries, ChargeBatches):
                 for step in steps:
                     conn.execute(step.format(serial=serial))
                 conn.execute(self._sql("INSERT INTO schema_version VALUES (?)"), (i,))
+            conn.execute(RELATIONS_TABLE)  # (unnumbered: see RELATIONS_TABLE)
         return len(MIGRATIONS)
 
     # -- principals ----------------------------------------------------------------------------
@@ -368,6 +371,7 @@ class Ledger(AuditQueries, ChargeBatches):
         delta: float,
         idem_key: str | None = None,
         version: int | None = None,
+        neighbouring: Neighbouring | None = Neighbouring.ADD_REMOVE,
     ) -> Charge:
         """Charge (ε, δ) durably in one transaction, or raise and charge nothing.
 
@@ -384,11 +388,16 @@ class Ledger(AuditQueries, ChargeBatches):
         StaleDatasetError
             ``version`` is given and the dataset has been replaced since (by another process):
             nothing is charged; the caller reloads the dataset and asks again.
+        PrivacyParameterError
+            The dataset's earlier charges were made under the other ``neighbouring`` relation
+            (add/remove of one unit, the default and the relation of every query the service
+            prices, or replacement of one unit): guarantees under the two do not add up, so
+            nothing is charged. ``None``: a charge whose guarantee holds under either.
         """
         # Charges queued together share one transaction, a few statements and one flush
         # (:mod:`._group`); a PostgreSQL batch that meets a deadlock or serialization failure
         # is retried whole.
-        item = ask(analyst, dataset, request, epsilon, delta, idem_key, version)
+        item = ask(analyst, dataset, request, epsilon, delta, idem_key, version, neighbouring)
         out: Charge = self._group.run_many(self._reserve_many, item)
         return out
 
@@ -401,9 +410,10 @@ class Ledger(AuditQueries, ChargeBatches):
         delta: float,
         idem_key: str | None = None,
         version: int | None = None,
+        neighbouring: Neighbouring | None = Neighbouring.ADD_REMOVE,
     ) -> Charge:
         """:meth:`reserve` for a coroutine on an event loop (the same transaction and batch)."""
-        item = ask(analyst, dataset, request, epsilon, delta, idem_key, version)
+        item = ask(analyst, dataset, request, epsilon, delta, idem_key, version, neighbouring)
         out: Charge = await self._group.run_many_async(self._reserve_many, item)
         return out
 

@@ -124,7 +124,7 @@ def cov_bound(
     """
     hxy = (bx[1] - bx[0]) / 2 * (by[1] - by[0]) / 2
     parts = cov_parts(bx, by, replace)
-    pl = cov_plan(parts, epsilon, delta, hxy, ddof, known=known)
+    pl = cov_plan(parts, epsilon, delta, hxy, ddof, known=known, replace=replace)
     _, ulo, uhi = normalise(np.empty(0), bx)
     _, vlo, vhi = normalise(np.empty(0), by)
     au, av = max(abs(ulo), abs(uhi)), max(abs(vlo), abs(vhi))

@@ -32,7 +32,7 @@ from dpkit.stats._common import (
     warn_large_delta,
 )
 from dpkit.stats._data import as_vector, check_bounds, check_n, refuse_empty_public
-from dpkit.stats._events import Neighbouring, is_replace
+from dpkit.stats._events import Neighbouring, is_replace, relation
 from dpkit.stats._fixed import fixed_sum, power_exponent
 from dpkit.stats._noisy import Part, Plan, plan
 from dpkit.stats._release import LinearNoise, PartsBox, Release
@@ -252,7 +252,9 @@ def sum_steps(
     k = power_exponent((lo, hi))
     tlo, thi = _grid_of(lo, hi, k)
     sens = thi - tlo if replace else max(abs(tlo), abs(thi))
-    pl = plan([Part("sum", -k, sens)], epsilon=epsilon, delta=delta, rho=r)
+    # the event declares the relation ``sens`` is for
+    pl = plan([Part("sum", -k, sens)], epsilon=epsilon, delta=delta, rho=r,
+              neighbouring=relation(replace))  # fmt: skip
     return SumSteps((lo, hi), k, pl, delta, r)
 
 
@@ -398,5 +400,6 @@ def mean_steps(
         parts = [Part("centred sum", -k, sens)]
     else:
         parts = [Part("centred sum", -k, sens, 1.0), Part("count", 0, 1, (hi - lo) / 2 * MU)]
-    pl = plan(parts, epsilon=epsilon, delta=delta, rho=r)
+    # the event declares the relation ``sens`` is for (the count's 1 holds under both)
+    pl = plan(parts, epsilon=epsilon, delta=delta, rho=r, neighbouring=relation(replace))
     return MeanSteps((lo, hi), k, pl, delta, centre, n, estimate, r)

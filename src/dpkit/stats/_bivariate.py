@@ -42,7 +42,7 @@ from dpkit.stats._common import (
     warn_large_delta,
 )
 from dpkit.stats._data import FloatArray, as_vector, check_bounds, check_n, refuse_empty_public
-from dpkit.stats._events import Neighbouring, is_replace
+from dpkit.stats._events import Neighbouring, is_replace, relation
 from dpkit.stats._noisy import Part, Plan, plan
 from dpkit.stats._release import Release
 
@@ -117,11 +117,19 @@ def _cov_estimate(hxy: float, ddof: int) -> Callable[..., Any]:
 
 
 def cov_plan(
-    parts: dict[str, Part], epsilon: float, delta: float, hxy: float, ddof: int, *, known: bool
+    parts: dict[str, Part],
+    epsilon: float,
+    delta: float,
+    hxy: float,
+    ddof: int,
+    *,
+    known: bool,
+    replace: bool,
 ) -> Plan:
     """The covariance's calibrated noise on ``Σu, Σv, Σuv`` (and the count unless n is public),
     from public parameters only (the parts of :func:`cov_parts`, the product of the bounds'
-    half-ranges ``hxy``, ``ddof``)."""
+    half-ranges ``hxy``, ``ddof``); its event declares the relation ``replace`` (the parts'
+    sensitivities were computed for it)."""
     w = gradient_weights(_cov_estimate(hxy, ddof), [1.0, _REF_MEAN, _REF_MEAN, _REF_CROSS])
     use = [
         _with_weight(parts["su"], w[1]),
@@ -130,7 +138,7 @@ def cov_plan(
     ]
     if not known:
         use.append(Part("count", 0, 1, w[0]))
-    return plan(use, epsilon=epsilon, delta=delta)
+    return plan(use, epsilon=epsilon, delta=delta, neighbouring=relation(replace))
 
 
 def cov_parts(bx: tuple[float, float], by: tuple[float, float], replace: bool) -> dict[str, Part]:
@@ -182,7 +190,7 @@ def cov(
     parts, totals = _sums(xa, ya, bx, by, replace, centred=True)
     hxy = (bx[1] - bx[0]) / 2 * (by[1] - by[0]) / 2
     f = _cov_estimate(hxy, ddof)
-    pl = cov_plan(parts, eps, dlt, hxy, ddof, known=n_pub is not None)
+    pl = cov_plan(parts, eps, dlt, hxy, ddof, known=n_pub is not None, replace=replace)
     tot = [totals["su"], totals["sv"], totals["suv"]]
     if n_pub is None:
         tot.append(int(xa.size))
@@ -294,7 +302,7 @@ def corr(
         estimator = lambda su, sv, suu, svv, suv: f(size, su, sv, suu, svv, suv)  # noqa: E731
 
     rel = release_parts(
-        plan(use, epsilon=eps, delta=dlt),
+        plan(use, epsilon=eps, delta=dlt, neighbouring=relation(replace)),
         tot,
         estimator,
         delta=dlt,

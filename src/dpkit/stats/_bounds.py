@@ -14,7 +14,7 @@ from dpkit.noise import discrete_laplace
 from dpkit.random import RNGLike, as_generator
 from dpkit.stats._common import SupportsCharge, charge
 from dpkit.stats._data import as_vector
-from dpkit.stats._events import Neighbouring, discrete_laplace_event, is_replace
+from dpkit.stats._events import Neighbouring, discrete_laplace_event, is_replace, relation
 from dpkit.stats._noisy import check_sampleable
 from dpkit.stats._release import NoInterval, Release
 
@@ -98,7 +98,7 @@ def bounds(
     counts = np.bincount(idx, minlength=_BINS)
     sens = 2 if replace else 1
     scale = Fraction(sens) / Fraction(eps * (1.0 - 2.0**-40))
-    event = discrete_laplace_event(scale=scale, sensitivity=sens)
+    event = discrete_laplace_event(scale=scale, sensitivity=sens, neighbouring=relation(replace))
     check_sampleable("laplace", scale)  # refuse a tiny ε before charging, not after
     charge(accountant, event, "bounds", rng=rng)
     noisy = counts + np.asarray(discrete_laplace(scale, size=_BINS, rng=as_generator(rng)))

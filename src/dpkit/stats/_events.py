@@ -3,32 +3,62 @@
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import TypeVar, cast
 
 from dpkit.accounting import (
     ComposedEvent,
     DiscreteGaussianEvent,
     DiscreteLaplaceEvent,
+    Event,
     ExponentialEvent,
     Neighbouring,
     epsilon_of,
     gaussian_sigma,
 )
+from dpkit.accounting._events import holding_under
 from dpkit.errors import PrivacyParameterError
+
+_E = TypeVar("_E")
 
 __all__ = [
     "Neighbouring",
     "composed",
+    "declared",
     "discrete_gaussian_event",
     "discrete_laplace_event",
     "epsilon_for",
     "exponential_event",
     "is_replace",
+    "relation",
     "sigma_for",
 ]
 
 
-def discrete_laplace_event(*, scale: Fraction, sensitivity: int) -> object:
-    return DiscreteLaplaceEvent(scale=scale, sensitivity=sensitivity)  # type: ignore[arg-type]
+def relation(replace: bool) -> Neighbouring:
+    """The relation a statistic's sensitivities were computed for (its ``replace`` flag).
+
+    Every event a statistic charges declares it (:func:`declared`), so that an accountant refuses
+    to compose a statistic computed under one relation with releases under the other.
+    """
+    return Neighbouring.REPLACE if replace else Neighbouring.ADD_REMOVE
+
+
+def declared(event: _E, replace: bool) -> _E:
+    """``event`` (or None) declaring :func:`relation`; only for the code that computed its
+    sensitivities from the same ``replace`` (it relabels, it does not rescale)."""
+    if event is None:
+        return event
+    return cast(_E, holding_under(cast(Event, event), relation(replace)))
+
+
+def discrete_laplace_event(
+    *, scale: Fraction, sensitivity: int, neighbouring: Neighbouring | None = None
+) -> object:
+    return DiscreteLaplaceEvent(
+        scale=scale,  # type: ignore[arg-type]
+        sensitivity=sensitivity,
+        neighbouring=neighbouring,
+    )
 
 
 def discrete_gaussian_event(*, sigma: Fraction, sensitivity: int) -> object:
@@ -69,8 +99,8 @@ def is_replace(neighbouring: object) -> bool:
     )
 
 
-def exponential_event(*, epsilon: float) -> object:
-    return ExponentialEvent(epsilon=epsilon)
+def exponential_event(*, epsilon: float, neighbouring: Neighbouring | None = None) -> object:
+    return ExponentialEvent(epsilon=epsilon, neighbouring=neighbouring)
 
 
 def epsilon_for(event: object, delta: float) -> float:

@@ -27,6 +27,7 @@ from dpkit.stats._events import (
     Neighbouring,
     discrete_laplace_event,
     is_replace,
+    relation,
 )
 from dpkit.stats._noisy import Part, PartNoise, check_sampleable
 from dpkit.stats._release import LinearNoise, Release
@@ -82,7 +83,7 @@ def _gaussian_event(sigma: float, replace: bool) -> Event:
     integer sensitivity 1. Replace moves one record between two bins: two such losses, composed
     (the coordinates are independent), which is tighter than the ℓ2 = √2 zCDP bound.
     """
-    one = DiscreteGaussianEvent(sigma=sigma, sensitivity=1)
+    one = DiscreteGaussianEvent(sigma=sigma, sensitivity=1, neighbouring=relation(replace))
     return ComposedEvent(events=(one, one)) if replace else one
 
 
@@ -123,7 +124,9 @@ def histogram_noise(
         sens = 2 if replace else 1
         scale = Fraction(sens) / Fraction(epsilon * (1.0 - 2.0**-40))
         noise = PartNoise(Part("counts", 0, sens), 0, sens, "laplace", scale)
-        event = discrete_laplace_event(scale=scale, sensitivity=sens)
+        event = discrete_laplace_event(
+            scale=scale, sensitivity=sens, neighbouring=relation(replace)
+        )
     else:
         sigma = Fraction(_gaussian_sigma(epsilon, delta, replace))
         noise = PartNoise(Part("counts", 0, 1), 0, 1, "gaussian", sigma)

@@ -32,7 +32,7 @@ from dpkit.stats._common import (
     warn_large_delta,
 )
 from dpkit.stats._data import as_vector, check_bounds, check_n, records, refuse_empty_public
-from dpkit.stats._events import Neighbouring, is_replace
+from dpkit.stats._events import Neighbouring, is_replace, relation
 from dpkit.stats._fixed import fixed_sum, power_exponent
 from dpkit.stats._noisy import Part, Plan, plan
 from dpkit.stats._release import LinearNoise, Release
@@ -95,7 +95,8 @@ def count(
     policy = check_missing(missing, public_size=replace)
     n = spark_count(x, policy) if is_spark(x) else records(x, missing=policy)
     part = Part("count", 0, 0 if replace else 1, 1.0)
-    pl = plan([part], epsilon=eps, delta=dlt, rho=r)
+    # (under replacement the count is public and nothing is charged)
+    pl = plan([part], epsilon=eps, delta=dlt, rho=r, neighbouring=relation(replace))
     if not replace:
         charge(accountant, pl.event, "count", delta=dlt, rng=rng)
     (value,) = pl.draw([n], rng)
@@ -284,7 +285,7 @@ def var_plan(
     (ε, δ), the relation and whether n is public) and the parts' totals from ``sums``."""
     _, ulo, uhi = normalise(np.empty(0), bounds)
     parts, totals = _var_parts(sums, ulo, uhi, replace, known)
-    return plan(parts, epsilon=epsilon, delta=delta), totals
+    return plan(parts, epsilon=epsilon, delta=delta, neighbouring=relation(replace)), totals
 
 
 def _variance(

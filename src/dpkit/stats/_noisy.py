@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from dpkit.accounting._events import holding_under
 from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms._tails import discrete_gaussian_quantile, discrete_laplace_quantile
 from dpkit.noise import gaussian_grid, laplace_grid, sampled_sigma
@@ -54,6 +55,7 @@ from dpkit.noise._discrete import (
 from dpkit.noise._scales import rational_at_least
 from dpkit.random import RNGLike, as_generator
 from dpkit.stats._events import (
+    Neighbouring,
     composed,
     discrete_gaussian_event,
     discrete_laplace_event,
@@ -209,28 +211,42 @@ def _calibrated(part: Part, real_scale: float, kind: str, ratio: float) -> PartN
     return PartNoise(part, shift, sens, kind, scale)
 
 
+def _declaring(event: object, neighbouring: Neighbouring | None) -> object:
+    if event is None or neighbouring is None:
+        return event
+    return holding_under(event, neighbouring)  # type: ignore[arg-type]
+
+
 def check_sampleable(kind: str, scale: Fraction) -> None:
     """Refuse, before anything is charged, an integer noise scale the exact samplers cannot use."""
     limit = DLAP_MAX_NUMERATOR if kind == "laplace" else DGAUSS_MAX_NUMERATOR
     rational_at_least(scale, "noise scale", max_numerator=limit)
 
 
-def plan(parts: Sequence[Part], *, epsilon: float, delta: float, rho: float | None = None) -> Plan:
+def plan(
+    parts: Sequence[Part],
+    *,
+    epsilon: float,
+    delta: float,
+    rho: float | None = None,
+    neighbouring: Neighbouring | None = None,
+) -> Plan:
     """Split (ε, δ) between the parts to minimise the estimate's noise variance, and calibrate.
 
     ``epsilon`` and ``delta`` must already be checked. Returns the plan and its composed event.
     With ``rho`` (checked) instead, the parts get discrete Gaussian noise whose zCDP costs add up
     to at most ρ (ε and δ are then ignored). The result is a pure function of the (frozen,
     hashable) parts and the budget, and is memoised: calibration reads no data, so this is not
-    privacy state.
+    privacy state. ``neighbouring``: the relation the parts' sensitivities were computed for,
+    which the plan's event declares (None: the caller's, undeclared).
     """
     if rho is not None:
-        return _plan_rho(tuple(parts), float(rho))
-    return _plan(tuple(parts), float(epsilon), float(delta))
+        return _plan_rho(tuple(parts), float(rho), neighbouring)
+    return _plan(tuple(parts), float(epsilon), float(delta), neighbouring)
 
 
 @lru_cache(maxsize=512)
-def _plan_rho(parts: tuple[Part, ...], rho: float) -> Plan:
+def _plan_rho(parts: tuple[Part, ...], rho: float, neighbouring: Neighbouring | None) -> Plan:
     """Discrete Gaussian noise on the parts, ρ-zCDP in all (Bun and Steinke 2016).
 
     The whitened vector ``(T_j/σ_j)`` has ℓ2 sensitivity ``(Σ Δ_j²/σ_j²)^{1/2}``; with
@@ -249,11 +265,13 @@ def _plan_rho(parts: tuple[Part, ...], rho: float) -> Plan:
         calibrated[p.name] = _calibrated(p, ratio * p.real_sensitivity, "gaussian", ratio)
     out = tuple(calibrated.get(p.name) or PartNoise(p, 0, 0, "none", Fraction(0)) for p in parts)
     event = composed(tuple(pn.event for pn in out if pn.kind != "none"))
-    return Plan(out, event)
+    return Plan(out, _declaring(event, neighbouring))
 
 
 @lru_cache(maxsize=512)
-def _plan(parts: tuple[Part, ...], epsilon: float, delta: float) -> Plan:
+def _plan(
+    parts: tuple[Part, ...], epsilon: float, delta: float, neighbouring: Neighbouring | None
+) -> Plan:
     noisy = [p for p in parts if p.sensitivity > 0]
     calibrated: dict[str, PartNoise] = {}
     if delta == 0.0:
@@ -284,4 +302,4 @@ def _plan(parts: tuple[Part, ...], epsilon: float, delta: float) -> Plan:
             )
     out = tuple(calibrated.get(p.name) or PartNoise(p, 0, 0, "none", Fraction(0)) for p in parts)
     event = composed(tuple(pn.event for pn in out if pn.kind != "none"))
-    return Plan(out, event)
+    return Plan(out, _declaring(event, neighbouring))

@@ -45,7 +45,13 @@ from dpkit.errors import DataError
 from dpkit.random import RNGLike, as_generator
 from dpkit.stats._common import SupportsCharge, charge
 from dpkit.stats._data import FloatArray, as_vector, check_bounds, refuse_empty_public
-from dpkit.stats._events import Neighbouring, composed, exponential_event, is_replace
+from dpkit.stats._events import (
+    Neighbouring,
+    composed,
+    exponential_event,
+    is_replace,
+    relation,
+)
 from dpkit.stats._release import NoInterval, Release
 
 __all__ = ["median", "quantile", "quantile_grid"]
@@ -256,7 +262,9 @@ def quantile(
     g = quantile_grid(lo, hi)
     z, kl, kh = _grid_data(data, lo, hi, g)
     eps_each = eps / len(qs) * (1.0 - 2.0**-40)
-    event = composed(tuple(exponential_event(epsilon=eps_each) for _ in qs))
+    # rank utilities move by at most 1 under either relation; the event declares the chosen one
+    rel = relation(replace)
+    event = composed(tuple(exponential_event(epsilon=eps_each, neighbouring=rel) for _ in qs))
     charge(accountant, event, "quantile", rng=rng)
     gen = as_generator(rng)
     if len(qs) > 1:

@@ -9,6 +9,7 @@ from dpkit._checks import check_delta
 from dpkit.accounting import (
     Event,
     GaussianEvent,
+    Neighbouring,
     PoissonSubsampledEvent,
     SampledWithoutReplacementEvent,
     SelfComposedEvent,
@@ -19,6 +20,8 @@ from dpkit.errors import PrivacyParameterError
 from dpkit.noise import check_gaussian_scale, gaussian_grid, rounded_sensitivity
 
 __all__ = ["TrainingPlan", "plan_training"]
+
+ADD_REMOVE, REPLACE = Neighbouring.ADD_REMOVE, Neighbouring.REPLACE
 
 SAMPLINGS = ("poisson", "shuffle", "fixed")
 
@@ -85,15 +88,19 @@ class TrainingPlan:
 
 
 def _step_event(sigma: float, sens: float, sampling: str, b: int, n: int) -> Event:
+    # Each event declares the relation its sensitivity is for, so that an accountant refuses to
+    # compose a run with releases accounted under the other relation.
     if sampling == "poisson":
-        gauss = GaussianEvent(sigma=sigma, sensitivity=sens)
-        return PoissonSubsampledEvent(gauss, sampling_rate=b / n)
+        # add/remove one example: the sum moves by at most Δ (the Poisson event declares it)
+        gauss = GaussianEvent(sigma=sigma, sensitivity=sens, neighbouring=ADD_REMOVE)
+        return PoissonSubsampledEvent(gauss, sampling_rate=b / n, neighbouring=ADD_REMOVE)
     if sampling == "fixed":
         # replace one example: a batch holding it changes its sum by at most 2Δ
-        gauss = GaussianEvent(sigma=sigma, sensitivity=2 * sens)
+        gauss = GaussianEvent(sigma=sigma, sensitivity=2 * sens, neighbouring=REPLACE)
         return SampledWithoutReplacementEvent(gauss, sample_size=b, population_size=n)
-    # replace one example: one batch of the epoch changes, its sum by at most 2Δ
-    return GaussianEvent(sigma=sigma, sensitivity=2 * sens)
+    # replace one example: one batch of the epoch changes, its sum by at most 2Δ. The batch
+    # size is fixed and the dataset's size public, so this holds under replacement only.
+    return GaussianEvent(sigma=sigma, sensitivity=2 * sens, neighbouring=REPLACE)
 
 
 def plan_training(
