@@ -162,13 +162,17 @@ def test_parallel_parts_check_relations_with_the_parent() -> None:
     assert len(other.ledger) == 1
 
 
-def test_a_replace_one_table_query_in_a_part_is_refused_before_its_charge() -> None:
+def test_a_replace_one_table_is_refused_parallel_composition_before_its_charge() -> None:
     acct = Accountant(PureDP(epsilon=3.0))
     q = dpf.Query(DF, privacy_unit="u", neighbouring=REP)
-    parts = acct.parallel(q.partition_by("k", keys=["a", "b"]), budget=PureDP(epsilon=1.0))
     with pytest.raises(PrivacyParameterError, match="different neighbouring relations"):
-        parts["a"].agg(dpf.count(), max_rows=2).release(epsilon=0.5, rng=dp.random.seeded(1))
-    assert len(acct.ledger) == 1  # the parallel charge only
+        acct.parallel(q.partition_by("k", keys=["a", "b"]), budget=PureDP(epsilon=1.0))
+    assert not acct.ledger
+    # an add/remove table's parts are paid once and release under the parent's relation
+    q = dpf.Query(DF, privacy_unit="u")
+    parts = acct.parallel(q.partition_by("k", keys=["a", "b"]), budget=PureDP(epsilon=1.0))
+    parts["a"].agg(dpf.count(), max_rows=2).release(epsilon=0.5, rng=dp.random.seeded(1))
+    assert len(acct.ledger) == 1
 
 
 def test_split_children_share_the_parents_relation() -> None:

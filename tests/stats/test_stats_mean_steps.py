@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from dpkit.accounting import Accountant, ApproxDP
+from dpkit.accounting import Accountant, ApproxDP, Neighbouring
 from dpkit.random import seeded
 from dpkit.stats._aggregate import (
     MU,
@@ -27,6 +27,8 @@ from dpkit.stats._aggregate import (
 from dpkit.stats._common import release_parts
 from dpkit.stats._fixed import power_exponent
 from dpkit.stats._noisy import Part, plan
+
+ADD = Neighbouring.ADD_REMOVE  # (the statistics' events declare their relation)
 
 _EDGES = [0.0, -0.0, 1.0, -1.0, 0.5, 2.0, 1e300, -1e300, math.inf, -math.inf, math.nan, 7.25]
 
@@ -55,7 +57,8 @@ def _direct_mean(agg, eps, dlt, rng):  # type: ignore[no-untyped-def]
     c = math.ldexp(float(centre), -k)
     parts = [Part("centred sum", -k, sens, 1.0), Part("count", 0, 1, (hi - lo) / 2 * MU)]
     return release_parts(
-        plan(parts, epsilon=eps, delta=dlt), [agg.total - agg.size * centre, agg.size],
+        plan(parts, epsilon=eps, delta=dlt, neighbouring=ADD),
+        [agg.total - agg.size * centre, agg.size],
         ClippedMean(c, lo, hi), delta=dlt, accountant=None, rng=rng, statistic="mean",
         sampling_sd=lambda _v, size: (hi - lo) / 2 / math.sqrt(size), limits=(lo, hi),
         corners=True,

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from dpkit.accounting._events import ApproxDPEvent, Event, PureDPEvent, ZCDPEvent
 from dpkit.accounting._guarantees import ZCDP, ApproxDP, Guarantee, Neighbouring, PureDP
+from dpkit.accounting._relation import check_relation
 from dpkit.errors import PrivacyParameterError
 
 if TYPE_CHECKING:
@@ -48,6 +49,16 @@ class DisjointParts(ABC):
     @abstractmethod
     def bind(self, key: Hashable, accountant: Accountant) -> Any:
         """Part ``key`` with its releases paid by ``accountant`` (which only it may reach)."""
+
+    @property
+    def neighbouring(self) -> Neighbouring | None:
+        """The relation the parts' releases are computed under, if the parts know it.
+
+        ``None`` (default): they will declare it release by release. Parts declaring
+        replacement are refused by :meth:`Accountant.parallel` before it charges anything
+        (parallel composition is an add/remove argument: see ``_PARTS``).
+        """
+        return None
 
 
 # Parallel composition is an add/remove argument: adding or removing a unit changes one part.
@@ -89,6 +100,8 @@ def parallel(
     if not keys:
         raise PrivacyParameterError("parallel composition needs at least one part.")
     event = _as_event(budget)
+    # parts whose releases will all be replace-one ones could never be paid: refuse up front
+    check_relation(_PARTS, parts.neighbouring)
     delta = budget.delta if isinstance(budget, ApproxDP) and budget.delta > 0 else None
     parent.charge(event, label=label or f"parallel over {len(keys)} parts", delta=delta)
     out: dict[Hashable, Any] = {}

@@ -287,6 +287,7 @@ def noise_plan(
         events.append(PureDPEvent(epsilon=math.fsum(m.epsilon for m in out)))
     else:
         events.append(ZCDPEvent(rho=math.fsum(m.rho for m in out) * (1.0 + 1e-12)))
+    # (no relation here: the query's release declares its table's at the charge)
     event = events[0] if len(events) == 1 else ComposedEvent(events=tuple(events))
     return NoisePlan(tuple(out), selection, event, epsilon, delta, rho)
 

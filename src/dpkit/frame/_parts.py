@@ -15,7 +15,7 @@ from collections.abc import Callable, Hashable, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from dpkit.accounting import DisjointParts
+from dpkit.accounting import DisjointParts, Neighbouring
 from dpkit.errors import DataError
 from dpkit.frame._engine import polars
 from dpkit.frame._table import RESERVED, UNIT_ID, Table, check_unreserved, schema_names
@@ -103,6 +103,11 @@ class Partitions(DisjointParts):
 
     def __iter__(self) -> Iterator[Hashable]:
         return iter(self._keys)
+
+    @property
+    def neighbouring(self) -> Neighbouring:
+        """The table's relation: its releases declare it (a replace-one table is refused)."""
+        return self._table.neighbouring
 
     def bind(self, key: Hashable, accountant: Accountant) -> Any:
         """Part ``key`` as a :class:`~dpkit.frame.Query` whose releases ``accountant`` pays."""

@@ -96,6 +96,7 @@ class KeySelection:
 
     @property
     def event(self) -> Event:
+        # (no relation here: the query's release declares its table's at the charge)
         return ApproxDPEvent(epsilon=self.epsilon, delta=self.delta)
 
     def describe(self) -> str:

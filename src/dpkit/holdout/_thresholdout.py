@@ -141,6 +141,7 @@ class Thresholdout:
         sens = (hi - lo) / self._holdout.shape[0]
         grid = laplace_grid(4 * self._sigma)  # the coarsest grid of the three noises
         self._epsilon = 2 * self._budget * rounded_sensitivity(sens, grid) / self._sigma
+        # relation: none declared: the caller's queries' sensitivities, under the caller's relation
         self.event = PureDPEvent(epsilon=self._epsilon)
         charge_release(accountant, self.event, "Thresholdout", rng=rng)
         self._noisy_threshold = self._draw_threshold()

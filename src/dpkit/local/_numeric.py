@@ -104,6 +104,8 @@ class NumericRandomizer(ABC):
     @property
     def event(self) -> PureDPEvent:
         """The privacy cost to each user of one report: ε-DP (local model)."""
+        # relation: none declared (ε-LDP bounds any two values of one user: replacement of the
+        # value; the caller's accounting says whether the number of users is public)
         return PureDPEvent(epsilon=self.epsilon)
 
     def randomize(

@@ -135,6 +135,7 @@ class FrequencyOracle(ABC):
     @property
     def event(self) -> PureDPEvent:
         """The privacy cost to each user of one report: ε-DP (local model)."""
+        # relation: none declared (ε-LDP: any two values of one user; see local/_numeric.py)
         return PureDPEvent(epsilon=self.epsilon)
 
     def randomize(

@@ -98,6 +98,7 @@ class VectorMean:
     @property
     def event(self) -> PureDPEvent:
         """The privacy cost to each user of one report: ε-DP (local model)."""
+        # relation: none declared (ε-LDP: any two values of one user; see local/_numeric.py)
         return PureDPEvent(epsilon=self.epsilon)
 
     def randomize(

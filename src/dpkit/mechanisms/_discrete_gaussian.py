@@ -136,6 +136,7 @@ class DiscreteGaussian:
         shape = as_shape(self.shape)
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "sigma", sigma)
+        # relation: none declared, the sensitivity is the caller's (its relation's)
         event = DiscreteGaussianEvent(
             sigma=sigma, sensitivity=sens, dimension=max(1, math.prod(shape))
         )

@@ -86,6 +86,7 @@ class Exponential:
             raise PrivacyParameterError(f"monotonic must be True or False, got {self.monotonic!r}.")
         object.__setattr__(self, "epsilon", eps)
         object.__setattr__(self, "sensitivity", sens)
+        # relation: none declared, the utility's sensitivity is the caller's (its relation's)
         object.__setattr__(self, "event", ExponentialEvent(epsilon=eps))
 
     @property

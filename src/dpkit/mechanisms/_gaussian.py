@@ -87,6 +87,7 @@ def calibrate_float_gaussian(
         sigma = math.ldexp(sigma_u, grid)
         new_grid = gaussian_grid(sigma)
         if new_grid == grid:
+            # relation: none declared, the sensitivity is the caller's
             event = DiscreteGaussianEvent(sigma=sigma_u, sensitivity=sens_u, dimension=coordinates)
             return sigma, grid, event
         grid = new_grid
@@ -115,6 +116,7 @@ def calibrate_float_gaussian_rho(
         sigma = math.ldexp(sigma_u, grid)
         new_grid = gaussian_grid(sigma)
         if new_grid == grid:
+            # relation: none declared, the sensitivity is the caller's
             event = DiscreteGaussianEvent(sigma=sigma_u, sensitivity=sens_u, dimension=coordinates)
             return sigma, grid, event
         grid = new_grid

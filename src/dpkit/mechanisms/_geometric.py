@@ -98,6 +98,7 @@ class Geometric:
             scale, "scale", max_numerator=DLAP_MAX_NUMERATOR
         )  # refused before any charge
         object.__setattr__(self, "scale", scale)
+        # relation: none declared, the sensitivity is the caller's (its relation's)
         object.__setattr__(self, "event", DiscreteLaplaceEvent(scale=scale, sensitivity=sens))
 
     @property

@@ -98,6 +98,7 @@ class Laplace:
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "grid", grid)
         object.__setattr__(self, "scale", scale)
+        # relation: none declared, the sensitivity is the caller's (its relation's)
         object.__setattr__(self, "event", LaplaceEvent(scale=scale, sensitivity=rounded))
 
     @property

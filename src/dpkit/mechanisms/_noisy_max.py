@@ -78,6 +78,7 @@ class ReportNoisyMax:
             )
         object.__setattr__(self, "epsilon", eps)
         object.__setattr__(self, "sensitivity", sens)
+        # relation: none declared, the utility's sensitivity is the caller's (its relation's)
         object.__setattr__(self, "event", ReportNoisyMaxEvent(epsilon=eps))
 
     @property

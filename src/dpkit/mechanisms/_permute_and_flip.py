@@ -165,6 +165,7 @@ class PermuteAndFlip:
             raise PrivacyParameterError(f"epsilon={eps!r} is too small for permute-and-flip.")
         object.__setattr__(self, "epsilon", eps)
         object.__setattr__(self, "sensitivity", sens)
+        # relation: none declared, the utility's sensitivity is the caller's (its relation's)
         object.__setattr__(self, "event", PermuteAndFlipEvent(epsilon=eps))
         object.__setattr__(self, "_grid", grid)
         object.__setattr__(self, "_rate", rate)

@@ -185,6 +185,8 @@ class RandomizedResponse:
         object.__setattr__(self, "categories", k)
         object.__setattr__(self, "epsilon", eps)
         object.__setattr__(self, "_p_num", p_num)
+        # relation: none declared: ε bounds any two values of one respondent; which datasets are
+        # neighbours (and whether the number of responses is public) is the caller's
         object.__setattr__(self, "event", RandomizedResponseEvent(epsilon=eps, categories=k))
 
     @staticmethod

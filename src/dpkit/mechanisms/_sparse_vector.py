@@ -130,6 +130,7 @@ class SparseVector:
         self.query_scale = math.nextafter(factor * rounded / eps2, math.inf)
         check_laplace_scale(self.threshold_scale, grid)
         check_laplace_scale(self.query_scale, grid)
+        # relation: none declared, the utility's sensitivity is the caller's (its relation's)
         self.event = PureDPEvent(epsilon=eps)
         self._grid = grid
         self._lock = threading.Lock()

@@ -34,8 +34,9 @@ from dpkit._missing import (
     missing_error,
     object_to_float,
 )
-from dpkit.accounting import ComposedEvent, Event
+from dpkit.accounting import ComposedEvent, Event, Neighbouring
 from dpkit.accounting._charge import charge_release
+from dpkit.accounting._events import holding_under
 from dpkit.errors import DataError, PrivacyParameterError
 from dpkit.random import RNGLike, as_generator
 
@@ -424,6 +425,9 @@ def charge_fit(estimator: Any, event: Event, delta: float, label: str) -> None:
             "accountant must be a dpkit.accounting.Accountant (or have charge(event, label=)), "
             f"got {type(acct).__name__}."
         )
+    # Every estimator's sensitivities are add/remove-one-record ones (each states it in its
+    # "Privacy guarantee"), so a fit declares that relation.
+    event = holding_under(event, Neighbouring.ADD_REMOVE)
     charge_release(acct, event, label, delta=delta or None, rng=estimator.rng)
 
 

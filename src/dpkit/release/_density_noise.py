@@ -106,6 +106,7 @@ def integer_noise(
             "laplace", scale, DiscreteLaplaceEvent(scale=float(scale), sensitivity=int(l1)), l1, l2
         )
     sigma = _gaussian_sigma(float(l2), int(dimension), float(epsilon), float(delta))
+    # (no relation here: the density's release declares its own at the charge, stats.declared)
     event = DiscreteGaussianEvent(sigma=sigma, sensitivity=float(l2), dimension=int(dimension))
     return IntegerNoise("gaussian", Fraction(sigma), event, l1, l2)
 

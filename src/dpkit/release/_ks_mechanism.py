@@ -371,6 +371,7 @@ def ks_synthetic(
     # only sizes fixed by the caller can be refused (before the charge); sizes from the rule
     # are coarsened to fit after it, whatever the (noisy) n
     _check_size(fixed_k or 1, fixed_m or 3)
+    # (no relation here: declared below at the charge, stats.declared)
     main = ExponentialEvent(epsilon=eps_z * SLACK)
     event = total_event(count, main)
     event = declared(event, replace)  # (the relation its sensitivities are for)

@@ -231,6 +231,7 @@ def _fitting_degree(side: int, d: int) -> tuple[int, ...]:
 def _budget(eps: float, dlt: float) -> PureDPEvent | ZCDPEvent:
     """What the coefficients cost whatever their degree: ε-DP (δ = 0) or ρ-zCDP (δ > 0)."""
     if dlt == 0.0:
+        # (no relation here: series_density declares its own at the charge, stats.declared)
         return PureDPEvent(epsilon=eps * SLACK)
     return ZCDPEvent(rho=rho_for(eps * SLACK, dlt))
 

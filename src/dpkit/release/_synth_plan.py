@@ -105,6 +105,7 @@ class Plan:
                     count=self.rounds,
                 )
             )
+        # (no relation here: Synthesizer.event declares the synthesizer's, which ``sens`` is for)
         return ComposedEvent(events=tuple(parts))
 
     def spent_rho(self) -> float:
