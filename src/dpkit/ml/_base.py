@@ -413,8 +413,10 @@ def compose_events(events: list[Event]) -> Event:
     return events[0] if len(events) == 1 else ComposedEvent(events=tuple(events))
 
 
-def charge_fit(estimator: Any, event: Event, delta: float, label: str) -> None:
+def charge_fit(estimator: Any, event: Event, delta: float, label: str) -> Event:
     """Charge ``event`` to the estimator's accountant (if any) before anything is released.
+
+    Returns the event charged (``event`` declaring add/remove), for the fitted ``event_``.
 
     Through the accounting package's one charging helper, with the estimator's ``rng``: a fit
     with seeded noise charged to an accountant warns ``InsecureRandomnessWarning``.
@@ -429,6 +431,7 @@ def charge_fit(estimator: Any, event: Event, delta: float, label: str) -> None:
     # "Privacy guarantee"), so a fit declares that relation.
     event = holding_under(event, Neighbouring.ADD_REMOVE)
     charge_release(acct, event, label, delta=delta or None, rng=estimator.rng)
+    return event
 
 
 def check_int(value: object, name: str, *, minimum: int = 1) -> int:

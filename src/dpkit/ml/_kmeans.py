@@ -161,7 +161,7 @@ class KMeans(ClusterMixin, TransformerMixin, PrivateEstimator):  # type: ignore[
         plan = group_moments_plan(epsilon=eps / iters, low=low, high=high, groups=k, squares=False)
         event = compose_events(plan.events * iters)
         gen = self._generator()
-        charge_fit(self, event, 0.0, "KMeans.fit")
+        event = charge_fit(self, event, 0.0, "KMeans.fit")
         mid, half = (low + high) / 2, (high - low) / 2
         centers = _initial_centers(k, mid, half, gen)
         clipped = np.clip(Xc, low, high)

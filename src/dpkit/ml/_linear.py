@@ -192,7 +192,7 @@ class LinearRegression(RegressorMixin, PrivateEstimator):  # type: ignore[misc]
         m_eig, m_xx, m_xy = _mechanisms(eps, dlt, norm, (lo, hi), d, self.fit_intercept)
         event = compose_events([m_eig.event, m_xx.event, m_xy.event])
         gen = self._generator()
-        charge_fit(self, event, dlt, "LinearRegression.fit (AdaSSP)")
+        event = charge_fit(self, event, dlt, "LinearRegression.fit (AdaSSP)")
 
         gram = Z.T @ Z
         eig_min = float(np.linalg.eigvalsh(gram)[0]) if Z.shape[0] else 0.0

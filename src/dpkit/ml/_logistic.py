@@ -284,7 +284,7 @@ class LogisticRegression(ClassifierMixin, PrivateEstimator):  # type: ignore[mis
         if not dpsgd:
             lam, eps_b = objective_perturbation_noise(epsilon=eps / k, radius=radius, ridge=ridge)
             event: Event = compose_events([PureDPEvent(epsilon=eps / k)] * k)
-            charge_fit(self, event, 0.0, "LogisticRegression.fit (objective perturbation)")
+            event = charge_fit(self, event, 0.0, "LogisticRegression.fit (objective perturbation)")
             for t in targets:
                 b = _l2_laplace(d, radius / eps_b, gen)
                 weights.append(_newton(Z, np.where(t, 1.0, -1.0), lam, b))
@@ -303,7 +303,7 @@ class LogisticRegression(ClassifierMixin, PrivateEstimator):  # type: ignore[mis
                 accounting=self.accounting,
             )
             event = compose_events([plan.event] * k)
-            charge_fit(self, event, dlt, "LogisticRegression.fit (DP-SGD)")
+            event = charge_fit(self, event, dlt, "LogisticRegression.fit (DP-SGD)")
             for t in targets:
                 w = run_dpsgd(
                     Z, t.astype(np.float64), loss="logistic", plan=plan,

@@ -191,7 +191,7 @@ class GaussianNB(ClassifierMixin, PrivateEstimator):  # type: ignore[misc]
         )
         event = compose_events(plan.events)
         gen = self._generator()
-        charge_fit(self, event, 0.0, "GaussianNB.fit")
+        event = charge_fit(self, event, 0.0, "GaussianNB.fit")
         counts, sums, squares = plan.release(Xc, groups, k, gen)
         assert squares is not None
         half = (high - low) / 2

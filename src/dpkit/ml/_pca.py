@@ -158,7 +158,7 @@ class PCA(TransformerMixin, PrivateEstimator):  # type: ignore[misc]
             m_sum, m_n = mechs[1], mechs[2]
         event = compose_events([m.event for m in mechs])
         gen = self._generator()
-        charge_fit(self, event, dlt, "PCA.fit (Analyze Gauss)")
+        event = charge_fit(self, event, dlt, "PCA.fit (Analyze Gauss)")
         iu = np.triu_indices(d)
         upper = np.asarray(m_gram.release((Z.T @ Z)[iu], rng=gen))
         gram = np.zeros((d, d))

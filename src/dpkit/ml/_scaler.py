@@ -123,7 +123,7 @@ class StandardScaler(OneToOneFeatureMixin, TransformerMixin, PrivateEstimator): 
         plan = group_moments_plan(epsilon=eps, low=low, high=high, groups=1, squares=True)
         event = compose_events(plan.events)
         gen = self._generator()
-        charge_fit(self, event, 0.0, "StandardScaler.fit")
+        event = charge_fit(self, event, 0.0, "StandardScaler.fit")
         counts, sums, squares = plan.release(Xc, np.zeros(Xc.shape[0], dtype=np.intp), 1, gen)
         assert squares is not None
         n = max(float(counts[0]), 1.0)
