@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpkit.accounting import Accountant, ExponentialEvent, PureDP
+from dpkit.accounting import Accountant, ExponentialEvent, Neighbouring, PureDP
 from dpkit.random import as_generator
 from dpkit.release import ks_synthetic
 from dpkit.release._density_noise import SLACK
@@ -82,7 +82,8 @@ def test_public_function_uses_the_exact_sampler() -> None:
         for s in range(12, 40)
     }
     assert len(others) > 1
-    assert out.event == ExponentialEvent(epsilon=2.0 * SLACK)
+    # (declaring the relation its utilities are for: add/remove by default)
+    assert out.event == ExponentialEvent(epsilon=2.0 * SLACK, neighbouring=Neighbouring.ADD_REMOVE)
 
 
 def test_ks_error_is_about_n_to_minus_one_third() -> None:

@@ -290,8 +290,10 @@ class GroupedQuery:
                 raise DataError(
                     f"the query cannot run on this table's schema ({type(exc).__name__})."
                 ) from None
+        # the event the release charges: it declares the table's relation (see ``release``)
+        event = holding_under(plan.event, self._table.neighbouring)
         return Explanation(
-            self._steps(plan), plan, plan.epsilon, plan.delta, plan.event, tuple(self._aggs)
+            self._steps(plan), plan, plan.epsilon, plan.delta, event, tuple(self._aggs)
         )
 
     def _totals(
@@ -462,7 +464,7 @@ class GroupedQuery:
             totals, buckets = public_totals(totals, buckets, self._public, keys)
         # the plan's sensitivities are the table's relation's (``replace`` doubles them), so
         # its event declares that relation: an accountant refuses to mix it with the other
-        event = holding_under(plan.event, self._table.neighbouring)
+        event = explanation.event
         charge(accountant, event, "frame query", delta=plan.delta or None, rng=rng)
         frame = finish(
             totals, buckets, keys=keys, aggs=self._aggs, plan=plan, gen=gen, alpha=a,
