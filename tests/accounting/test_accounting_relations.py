@@ -120,7 +120,7 @@ def test_a_replace_one_statistic_and_an_add_remove_one_are_refused_in_one_accoun
 
 
 def test_relabelling_refuses_the_other_relation() -> None:
-    from dpkit.accounting._events import holding_under
+    from dpkit.accounting._relation import holding_under
 
     e = LaplaceEvent(scale=2.0, sensitivity=2.0, neighbouring=REP)
     assert holding_under(e, REP) is e

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Iterable
-from dataclasses import KW_ONLY, dataclass, field, fields, replace
+from dataclasses import KW_ONLY, dataclass, field, fields
 
 from dpkit._checks import check_delta, check_epsilon, check_positive, check_probability
 from dpkit.accounting._guarantees import Neighbouring
@@ -33,7 +33,6 @@ __all__ = [
     "SelfComposedEvent",
     "ZCDPEvent",
     "declared_neighbouring",
-    "holding_under",
 ]
 
 
@@ -521,58 +520,6 @@ def leaf_neighbouring(event: Event) -> Neighbouring | None:
     r = getattr(event, "neighbouring", None)
     return r if isinstance(r, Neighbouring) else None
 
-
-def holding_under(event: Event, neighbouring: Neighbouring | None) -> Event:
-    """``event`` with every basic event in it declaring ``neighbouring`` (None: undeclared).
-
-    Only for the code that computed the event's sensitivities under ``neighbouring`` itself
-    (a statistic's plan with its ``replace`` flag): it relabels, it does not rescale. An event
-    already declaring another relation is refused, never relabelled. A subsampled event keeps
-    its own relation (it must already be ``neighbouring``).
-    """
-    if neighbouring is None:
-        return event
-    if isinstance(event, ComposedEvent):
-        return ComposedEvent(events=tuple(holding_under(e, neighbouring) for e in event.events))
-    if isinstance(event, SelfComposedEvent):
-        return SelfComposedEvent(holding_under(event.event, neighbouring), count=event.count)
-    r = leaf_neighbouring(event)
-    if r is not None:
-        if r is not neighbouring:
-            raise PrivacyParameterError(MIXED_NEIGHBOURING)
-        return event
-    if not any(f.name == "neighbouring" for f in fields(event)):
-        raise PrivacyParameterError(
-            f"internal: a {type(event).__name__} cannot declare a neighbouring relation."
-        )
-    return replace(event, neighbouring=neighbouring)  # type: ignore[call-arg]
-
-
-def undeclared(event: Event) -> Event:
-    """``event`` with its basic events' declared relations removed.
-
-    For the accountants' internal pairs only: a privacy loss pair built around the event by a
-    bound that already fixed the relation (a fixed-size sample's, computed via a Poisson pair).
-    """
-    if isinstance(event, ComposedEvent):
-        return ComposedEvent(events=tuple(undeclared(e) for e in event.events))
-    if isinstance(event, SelfComposedEvent):
-        return SelfComposedEvent(undeclared(event.event), count=event.count)
-    if isinstance(event, _BASIC_WITH_RELATION) and event.neighbouring is not None:
-        return replace(event, neighbouring=None)
-    return event
-
-
-_BASIC_WITH_RELATION = (
-    LaplaceEvent,
-    GaussianEvent,
-    DiscreteLaplaceEvent,
-    DiscreteGaussianEvent,
-    RandomizedResponseEvent,
-    _PureEpsilon,
-    ApproxDPEvent,
-    ZCDPEvent,
-)
 
 MIXED_NEIGHBOURING = (
     "these events are accounted under different neighbouring relations (add/remove of one unit "

@@ -36,9 +36,9 @@ from dpkit.accounting._events import (
     RandomizedResponseEvent,
     ReportNoisyMaxEvent,
     SampledWithoutReplacementEvent,
-    undeclared,
 )
 from dpkit.accounting._guarantees import Neighbouring
+from dpkit.accounting._relation import undeclared
 
 __all__ = ["Pmf", "Unsupported", "discrete_laplace_atoms", "event_pmfs"]
 

@@ -9,7 +9,7 @@ from typing import Any
 from dpkit._checks import check_delta, check_epsilon, check_probability
 from dpkit._missing import missing_error
 from dpkit._progress import Progress
-from dpkit.accounting._events import holding_under
+from dpkit.accounting._relation import holding_under
 from dpkit.errors import DataError, PrivacyParameterError
 from dpkit.frame._aggs import Aggregation, Measure, check_output_names
 from dpkit.frame._calibrate import Bounding, NoisePlan, noise_plan, zcdp_plan

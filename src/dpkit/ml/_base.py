@@ -36,7 +36,7 @@ from dpkit._missing import (
 )
 from dpkit.accounting import ComposedEvent, Event, Neighbouring
 from dpkit.accounting._charge import charge_release
-from dpkit.accounting._events import holding_under
+from dpkit.accounting._relation import holding_under
 from dpkit.errors import DataError, PrivacyParameterError
 from dpkit.random import RNGLike, as_generator
 

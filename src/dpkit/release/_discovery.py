@@ -29,7 +29,7 @@ from dpkit.accounting import (
     Neighbouring,
     SelfComposedEvent,
 )
-from dpkit.accounting._events import holding_under
+from dpkit.accounting._relation import holding_under
 from dpkit.errors import DataError, PrivacyParameterError
 from dpkit.mechanisms._base import SupportsCharge, charge
 from dpkit.noise import discrete_laplace

@@ -17,7 +17,7 @@ from dpkit._checks import check_delta, check_epsilon, check_positive
 from dpkit._missing import MISSING_DEFAULT, Missing
 from dpkit.accounting import Event, Neighbouring
 from dpkit.accounting._costs import rho_for
-from dpkit.accounting._events import holding_under
+from dpkit.accounting._relation import holding_under
 from dpkit.errors import DataError, PrivacyParameterError
 from dpkit.mechanisms._base import SupportsCharge, charge
 from dpkit.mechanisms._tails import check_alpha, discrete_gaussian_quantile

@@ -15,7 +15,7 @@ from dpkit.accounting import (
     epsilon_of,
     gaussian_sigma,
 )
-from dpkit.accounting._events import holding_under
+from dpkit.accounting._relation import holding_under
 from dpkit.errors import PrivacyParameterError
 
 _E = TypeVar("_E")

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from dpkit.accounting._events import holding_under
+from dpkit.accounting._relation import holding_under
 from dpkit.errors import PrivacyParameterError
 from dpkit.mechanisms._tails import discrete_gaussian_quantile, discrete_laplace_quantile
 from dpkit.noise import gaussian_grid, laplace_grid, sampled_sigma
