@@ -6,7 +6,7 @@ charge).
   each one whose noisy cells are too shallow for σ₀; then rounds until ρ is spent. Each round the
   candidates are the workload's marginals and their subsets (the downward closure) whose
   addition keeps the model's junction tree within ``(ρ_used/ρ)·max_model_cells``; the
-  exponential mechanism (ε per round, sensitivity max w_r) picks one by
+  exponential mechanism (ε per round, sensitivity the largest w_r among them) picks one by
   w_r·(‖M_r(D) − M_r(p̂)‖₁ − √(2/π)·σ·n_r), with w_r = Σ_{s ∈ W} |r ∩ s|; it is measured at σ
   and the model refitted jointly (warm-started). When the refitted model moved that marginal by
   less than the noise expected of its measurement, σ halves and ε doubles (annealing); when what
@@ -155,7 +155,6 @@ def fit_aim(
     weights = workload_weights(d, workload)
     cands = [r for r in weights if math.prod(shape[c] for c in r) <= plan.max_cells]
     exact = {r: marginal(codes, shape, r).astype(np.float64) for r in cands}
-    score_sens = plan.score_sensitivity * max(weights[r] for r in cands)
     pairs = {r: model_graph([r]) for r in cands}
     inside: set[Cols] = {r for r in cands if len(r) == 1}  # within a measured set
     warm = potentials_from_net(closed, [(c,) for c in range(d)])
@@ -188,6 +187,9 @@ def fit_aim(
                 for r in ok
             ]
         )
+        # the largest weight among this round's candidates, as the authors' code has it: the
+        # filter reads only the model and the budget spent, so the set is public given them
+        score_sens = plan.score_sensitivity * max(weights[r] for r in ok)
         em = Exponential(epsilon=eps, sensitivity=score_sens)
         r = ok[em.select_index(scores, rng=gen)]
         m = measure(codes, shape, r, sigma, gen)
