@@ -12,13 +12,14 @@ import pytest
 
 from dpkit.accounting import ZCDP, Accountant, Neighbouring
 from dpkit.errors import DataError, PrivacyParameterError
-from dpkit.release import Categorical, Domain, Synthesizer, _pgm
+from dpkit.release import Categorical, Domain, Synthesizer, _pgm, _synth_aim
 from dpkit.release._examples import fair_domain, load_fair
 from dpkit.release._graphical import BayesNet, Family
 from dpkit.release._junction import junction_tree, model_cells
 from dpkit.release._marginals import tvd
 from dpkit.release._pgm import NoisyMarginal, _model, fit_markov, potentials_from_net
 from dpkit.release._report import mean_marginal_tvd
+from dpkit.release._synth_plan import AIM_ONE_WAY_TOP_UP
 
 SHAPE = (2, 3, 2, 3, 2)
 
@@ -160,6 +161,34 @@ def test_aim_spends_the_whole_budget_exactly_and_never_more(relation: Neighbouri
     assert len(model.rounds) >= 2
 
 
+@pytest.mark.parametrize("relation", [Neighbouring.ADD_REMOVE, Neighbouring.REPLACE])
+def test_aim_measures_shallow_one_way_tables_again_within_its_budget(
+    relation: Neighbouring,
+) -> None:
+    # At ρ = 0.002 the one-way tables' σ₀ ≈ 150 against cells of ~600 rows: every column is
+    # below ONE_WAY_SNR noise sds per cell and is measured again, the repeats costing at most
+    # AIM_ONE_WAY_TOP_UP of ρ (Δ²/(2σ²) each, no selection); the rounds then spend the rest.
+    syn = Synthesizer(SMALL, rho=0.002, neighbouring=relation)
+    acct = Accountant(ZCDP(rho=0.002))
+    model = syn.fit(_small_data(), accountant=acct, rng=3)
+    p = syn.plan
+    sens2 = 2.0 if relation is Neighbouring.REPLACE else 1.0
+    repeats = [(r, s) for r, s, e in model.rounds if e == 0.0]
+    assert sorted(r for r, _ in repeats) == [(k,) for k in SMALL.names]
+    assert all(s <= p.sigma_one_way for _, s in repeats)
+    cost = sum(sens2 / (2 * s**2) for _, s in repeats)
+    assert cost <= AIM_ONE_WAY_TOP_UP * p.rho * (1 + 1e-9)
+    spent = len(SMALL.names) * sens2 / (2 * p.sigma_one_way**2)
+    spent += sum(sens2 / (2 * s**2) + e**2 / 8 for _, s, e in model.rounds)
+    assert spent <= p.rho
+    assert spent == pytest.approx(p.rho, rel=1e-9)
+    assert acct.spent.rho <= 0.002  # type: ignore[attr-defined]
+    assert any(e > 0 for _, _, e in model.rounds)  # rounds follow the repeats
+    # with σ₀ ≈ 3 every one-way cell is deep enough: nothing is measured again
+    deep = Synthesizer(SMALL, rho=5.0, neighbouring=relation).fit(_small_data(), rng=3)
+    assert all(e > 0 for _, _, e in deep.rounds)
+
+
 def test_aim_keeps_the_model_within_its_size_cap() -> None:
     cap = 60
     syn = Synthesizer(SMALL, rho=1.0, max_model_cells=cap)
@@ -221,6 +250,23 @@ def test_joint_fit_is_more_accurate_than_the_closed_form_on_fair() -> None:
     pgm = np.mean([_fair("pgm", s)[0] for s in range(3)])
     closed = np.mean([_fair("closed", s)[0] for s in range(3)])
     assert pgm < closed
+
+
+def test_repeated_one_way_tables_help_aim_at_a_small_budget_on_fair(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # ε = 0.3 (δ = 1e-6), seeds 0–2: with the repeats AIM's mean 3-way TVD measured 0.133,
+    # without them (ONE_WAY_SNR so small that no table is too shallow) 0.140; over 16 seeds
+    # 0.134 ± 0.004 against 0.141 ± 0.006 (sd per seed), so the fixed seeds are typical.
+    def tvd3(seed: int) -> float:
+        model = Synthesizer(DOM, epsilon=0.3, delta=1e-6).fit(FAIR, rng=seed)
+        codes = DOM.encode(model.sample(len(FAIR), rng=seed + 1000, output="dict"))
+        return mean_marginal_tvd(CODES, codes, DOM.shape, 3)
+
+    with_repeats = np.mean([tvd3(s) for s in range(3)])
+    monkeypatch.setattr(_synth_aim, "ONE_WAY_SNR", 1e-9)
+    without = np.mean([tvd3(s) for s in range(3)])
+    assert with_repeats < without
 
 
 def test_the_atom_at_zero_survives_the_joint_fit() -> None:

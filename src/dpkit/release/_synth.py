@@ -197,7 +197,8 @@ class Synthesizer:
     of synthetic rows can be drawn.
 
     * ``method="aim"`` (default): AIM (McKenna, Mullins, Sheldon & Miklau, PVLDB 2022): every
-      one-way marginal, then rounds until the budget is spent; each round the exponential
+      one-way marginal (measured again, from at most 30% of the budget, where its noisy cells
+      are shallow for the noise), then rounds until the budget is spent; each round the exponential
       mechanism picks a marginal of the workload (or a subset of one) by the fitted model's
       current error on it, weighed against the noise its measurement would add, among those
       that keep the model within ``max_model_cells``; noise and selection budget anneal when a

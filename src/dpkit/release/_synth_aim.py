@@ -2,10 +2,11 @@
 charge).
 
 * AIM (McKenna, Mullins, Sheldon & Miklau, PVLDB 2022, Alg. 1): measure every one-way marginal
-  at σ₀ = Δ·√(T/(2αρ)) (T = 16d, α = 0.9); then rounds until ρ is spent. Each round the
+  at σ₀ = Δ·√(T/(2αρ)) (T = 16d, α = 0.9), and again (dpkit's addition, :func:`_top_up`)
+  each one whose noisy cells are too shallow for σ₀; then rounds until ρ is spent. Each round the
   candidates are the workload's marginals and their subsets (the downward closure) whose
   addition keeps the model's junction tree within ``(ρ_used/ρ)·max_model_cells``; the
-  exponential mechanism (ε per round, sensitivity max w_r) picks one by
+  exponential mechanism (ε per round, sensitivity the largest w_r among them) picks one by
   w_r·(‖M_r(D) − M_r(p̂)‖₁ − √(2/π)·σ·n_r), with w_r = Σ_{s ∈ W} |r ∩ s|; it is measured at σ
   and the model refitted jointly (warm-started). When the refitted model moved that marginal by
   less than the noise expected of its measurement, σ halves and ε doubles (annealing); when what
@@ -34,7 +35,7 @@ from dpkit.release._junction import graph_cells, model_graph
 from dpkit.release._marginals import marginal, measure
 from dpkit.release._pgm import MarkovModel, NoisyMarginal, fit_markov, potentials_from_net
 from dpkit.release._synth_fit import _mst_edges, _tree_families
-from dpkit.release._synth_plan import AIM_ALPHA, Plan
+from dpkit.release._synth_plan import AIM_ALPHA, AIM_ONE_WAY_TOP_UP, Plan
 
 __all__ = ["RoundRecord", "fit_aim", "fit_mst_pgm", "workload_weights"]
 
@@ -54,6 +55,16 @@ the measurements' negative Gaussian log-likelihood (up to a constant), so the mo
 would still gain makes the noisy measurements less than e times likelier: a change the noise
 cannot tell apart."""
 
+ONE_WAY_SNR = 16.0
+"""A one-way table is measured again until its average cell holds this many noise standard
+deviations (n̂/(cells·σ)). AIM's start spends about 6% of ρ on the one-way tables (σ₀ at the
+round scale); on a small table at a small ε their cells are then a few σ deep, every later
+marginal's error inherits theirs, and the rounds, whose selections are nearly uniform at that
+budget, rarely measure them again. On Fair's affairs data at ε = 0.3 (δ = 1e-6, 16 seeds)
+the repeats lowered the mean 3-way TVD from 0.141 to 0.135; at ε = 1 and above no column there
+needs one. Measured against fixed shares: 15% of ρ on the one-way tables scored 0.134 at
+ε = 0.3 but 0.086 against 0.084 at ε = 1; a third, 0.133 and 0.093."""
+
 RoundRecord = tuple[Cols, float, float]
 """One AIM round: the marginal measured, its σ and the selection ε."""
 
@@ -72,6 +83,45 @@ def _total(noisy: list[IntArray]) -> float:
     w = np.array([1.0 / t.size for t in noisy])
     s = np.array([float(t.sum()) for t in noisy])
     return max(1.0, float((w * s).sum() / w.sum()))
+
+
+def _total_of(meas: list[NoisyMarginal]) -> float:
+    # n̂ from every one-way table, weighted by the inverse variance of its total, 1/(σ²·cells)
+    ones = [m for m in meas if len(m.cols) == 1]
+    w = np.array([1.0 / (m.sigma**2 * m.values.size) for m in ones])
+    s = np.array([float(m.values.sum()) for m in ones])
+    return max(1.0, float((w * s).sum() / w.sum()))
+
+
+def _top_up(
+    codes: IntArray, shape: tuple[int, ...], plan: Plan, meas: list[NoisyMarginal],
+    n_hat: float, gen: np.random.Generator,
+) -> list[RoundRecord]:  # fmt: skip
+    """Measure again each one-way marginal whose first table is too noisy for its cells.
+
+    A column's target σ is n̂/(ONE_WAY_SNR·cells): its average cell at least ONE_WAY_SNR noise
+    standard deviations. A column above it is measured again at the σ that brings the pooled
+    (inverse-variance) noise to the target; the repeats cost at most AIM_ONE_WAY_TOP_UP of ρ
+    (scaled down together when they would cost more), and a repeat noisier than σ₀ is left to
+    the rounds. n̂ is the noisy total of tables already paid for, so the choice is
+    post-processing; each repeat is a Gaussian step of the rounds' budget."""
+    sens, s0 = plan.sensitivity, plan.sigma_one_way
+    want: dict[int, float] = {}  # column -> variance of its repeat
+    for c, k in enumerate(shape):
+        target = n_hat / (ONE_WAY_SNR * k)
+        if s0 > target:
+            want[c] = 1.0 / (1.0 / target**2 - 1.0 / s0**2)
+    cost = sum(sens**2 / (2 * v) for v in want.values())
+    scale = min(1.0, AIM_ONE_WAY_TOP_UP * plan.rho / cost) if cost else 1.0
+    out: list[RoundRecord] = []
+    for c, v in want.items():
+        sigma = sampled_sigma(math.sqrt(v / scale))
+        if sigma > s0:
+            continue
+        m = measure(codes, shape, (c,), sigma, gen)
+        meas.append(NoisyMarginal.of((c,), m.noisy, sigma))
+        out.append(((c,), sigma, 0.0))
+    return out
 
 
 def _one_ways(
@@ -98,15 +148,17 @@ def fit_aim(
     meas, n_hat, closed = _one_ways(codes, shape, sigma, gen)
     budget = plan.rho  # the whole plan; the one-way tables are its first d measurements
     used = d * sens**2 / (2 * sigma**2)
+    rounds = _top_up(codes, shape, plan, meas, n_hat, gen)
+    if rounds:
+        used += sum(sens**2 / (2 * s**2) for _, s, _ in rounds)
+        n_hat = _total_of(meas)
     weights = workload_weights(d, workload)
     cands = [r for r in weights if math.prod(shape[c] for c in r) <= plan.max_cells]
     exact = {r: marginal(codes, shape, r).astype(np.float64) for r in cands}
-    score_sens = plan.score_sensitivity * max(weights[r] for r in cands)
     pairs = {r: model_graph([r]) for r in cands}
     inside: set[Cols] = {r for r in cands if len(r) == 1}  # within a measured set
     warm = potentials_from_net(closed, [(c,) for c in range(d)])
     model = _fit(shape, meas, n_hat, warm=warm, iterations=ROUND_ITERATIONS)
-    rounds: list[RoundRecord] = []
     final = not cands
     while not final:
         left = budget - used
@@ -135,6 +187,9 @@ def fit_aim(
                 for r in ok
             ]
         )
+        # the largest weight among this round's candidates, as the authors' code has it: the
+        # filter reads only the model and the budget spent, so the set is public given them
+        score_sens = plan.score_sensitivity * max(weights[r] for r in ok)
         em = Exponential(epsilon=eps, sensitivity=score_sens)
         r = ok[em.select_index(scores, rng=gen)]
         m = measure(codes, shape, r, sigma, gen)

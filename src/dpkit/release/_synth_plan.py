@@ -29,13 +29,16 @@ from dpkit.accounting import (
 )
 from dpkit.noise import sampled_sigma
 
-__all__ = ["AIM_ALPHA", "ESTIMATORS", "METHODS", "Plan", "make_plan"]
+__all__ = ["AIM_ALPHA", "AIM_ONE_WAY_TOP_UP", "ESTIMATORS", "METHODS", "Plan", "make_plan"]
 
 METHODS = ("aim", "independent", "mst")
 ESTIMATORS = ("pgm", "closed")
 
 AIM_ALPHA = 0.9
 """AIM's share of each round's ρ spent on measurement (McKenna et al. 2022, Alg. 1)."""
+
+AIM_ONE_WAY_TOP_UP = 0.3
+"""Most of ρ AIM may spend measuring one-way marginals again (see ``_synth_aim``)."""
 
 AIM_ROUNDS_PER_COLUMN = 16
 """AIM's T = 16·d: the nominal number of rounds that sets σ₀ and ε₀ (ibid., §5)."""
@@ -147,6 +150,7 @@ def make_plan(
         t = AIM_ROUNDS_PER_COLUMN * columns
         sigma0 = _sampleable(sens, AIM_ALPHA * rho / t)
         _sampleable(sens, AIM_ALPHA * AIM_ALPHA * rho / t)  # the last round's largest σ
+        _sampleable(sens, AIM_ONE_WAY_TOP_UP * rho)  # the smallest σ of a repeated one-way
         eps0 = math.sqrt(8 * (1 - AIM_ALPHA) * rho / t)
         return Plan(
             method, rho, columns, sigma0, t, eps0, sigma0, sens, max_cells, True, max_model_cells
