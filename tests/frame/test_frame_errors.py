@@ -43,13 +43,11 @@ def _by(q: dpf.Query, key: str = "key") -> dpf.GroupBy:
     return q.group_by(key, public_keys=["a"], max_groups=1, max_rows=1)
 
 
-_NULL_UNIT = pl.when(pl.col("x") > 5).then(None).otherwise(pl.col("user")).alias("user")
 BAD: list[tuple[str, Any]] = [
     ("misspelt unit", lambda df: _by(_q(df, "usr")).agg(dpf.count())),
     ("misspelt key", lambda df: _by(_q(df), "kye").agg(dpf.count())),
     ("misspelt value", lambda df: _by(_q(df)).agg(dpf.sum("xx", bounds=(0, 1)))),
     ("non-numeric", lambda df: _by(_q(df)).agg(dpf.sum("s", bounds=(0, 1)))),
-    ("null unit", lambda df: _by(_q(df.with_columns(_NULL_UNIT))).agg(dpf.count())),
     ("bad expression", lambda df: _by(_q(df).with_columns(y=pl.col("nope") * 2)).agg(dpf.count())),
     (
         "object key",

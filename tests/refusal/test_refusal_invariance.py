@@ -55,6 +55,7 @@ EXCLUDED: dict[str, str] = {
     "dpkit.release.kde_density_accuracy": "a function of public parameters (no data)",
     "dpkit.release.partition_threshold": "a function of public parameters",
     "dpkit.release.series_degree": "a function of public parameters",
+    "dpkit.release.series_density_accuracy": "a function of public parameters (no data)",
     "dpkit.release.utility_report": "an evaluation on real data, documented as not private",
     "dpkit.local.PROTOCOLS": "a constant",
     "dpkit.local.Aggregator": "post-processing of reports already randomized",

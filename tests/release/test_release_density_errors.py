@@ -22,7 +22,7 @@ X = np.array([0.1, 0.5, 0.9])
 
 RELEASES: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {
     "histogram": (histogram_density, {}),
-    "series": (series_density, {}),
+    "series": (series_density, {"expected_n": 100}),
     "kde": (kde_density, {"bandwidth": 0.1, "delta": 1e-6, "grid": 16}),
     "bernstein": (bernstein_density, {"bandwidth": 0.1}),
     "ks": (ks_synthetic, {}),

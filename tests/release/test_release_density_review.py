@@ -122,24 +122,26 @@ def test_ks_fixed_sizes_too_large_are_refused_before_charging() -> None:
     assert acct.spent.epsilon == 0.0
 
 
-def test_series_degree_from_noisy_count_never_refused_after_the_charge(
+def test_series_degree_too_large_for_memory_is_refused_before_the_charge(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # In d = 3 the default degree from a large (noisy) count could need more than 1 GiB for
-    # the cosine basis; the memory check ran after the count had been charged, so the call
-    # failed with budget spent. The degree is now lowered to fit instead.
+    # In d = 3 the default degree from a large count could need more than 1 GiB for the cosine
+    # basis; the memory check once ran after a noisy count had been charged. The degree now
+    # comes from public inputs only (degree=, n= or expected_n=), so the check runs before it.
     import dpkit.release._density_data as density_data
     import dpkit.release._series as series
+    from dpkit.errors import DataError
 
     # a 16 MiB memory limit stands in for 1 GiB, so that the test stays small
     monkeypatch.setattr(density_data, "MAX_BYTES", 1 << 24)
-    monkeypatch.setattr(series, "MAX_BYTES", 1 << 24, raising=False)
     monkeypatch.setattr(series, "series_degree", lambda *args, **kw: 60)
     acct = Accountant(PureDP(epsilon=2.0))
     x = np.random.default_rng(0).uniform(size=(50, 3))
-    dens = series.series_density(x, bounds=[(0, 1)] * 3, epsilon=1.0, accountant=acct, rng=1)
-    assert acct.spent.epsilon == pytest.approx(1.0)
-    assert dens.raw.size + 1 <= (1 << 24) // ((4096 + 16) * 8)  # the basis fits the limit
+    with pytest.raises(DataError, match="cosine basis"):
+        series.series_density(
+            x, bounds=[(0, 1)] * 3, epsilon=1.0, expected_n=10**9, accountant=acct, rng=1
+        )
+    assert acct.spent.epsilon == 0.0 and not acct.ledger
 
 
 def test_kde_whitened_sensitivity_bound_covers_worst_records() -> None:

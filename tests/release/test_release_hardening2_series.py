@@ -1,8 +1,11 @@
-"""series_density with a private n and the default degree charges the whole release up front.
+"""series_density charges the whole release once, up front, with a degree fixed before it.
 
-It used to charge and draw the noisy count, then charge the coefficients, whose degree depends
+It used to charge and draw the noisy count, then charge the coefficients, whose degree depended
 on that count: an accountant that refused the second charge had already paid for (and the
-generator already drawn) noise for a release that never happened.
+generator already drawn) noise for a release that never happened. Later the whole release was
+charged up front, but the degree still came from the noisy count, so its accuracy could not be
+known before the charge. Now the degree comes from public inputs only (degree=, n= or
+expected_n=): a private n with none of them is refused, before anything is charged.
 """
 
 from __future__ import annotations
@@ -12,8 +15,8 @@ import json
 import numpy as np
 import pytest
 
-from dpkit.accounting import ZCDP, Accountant, ApproxDP, PureDP
-from dpkit.errors import BudgetExceededError
+from dpkit.accounting import Accountant, ApproxDP, PureDP
+from dpkit.errors import BudgetExceededError, PrivacyParameterError
 from dpkit.random import seeded
 from dpkit.release import series_density
 
@@ -33,7 +36,19 @@ def test_refused_charge_spends_nothing_and_draws_nothing(delta: float) -> None:
     gen = seeded(1)
     state = _state(gen)
     with pytest.raises(BudgetExceededError):
-        series_density(X, bounds=(0, 1), epsilon=1.0, delta=delta, accountant=acct, rng=gen)
+        series_density(
+            X, bounds=(0, 1), epsilon=1.0, delta=delta, expected_n=2000, accountant=acct, rng=gen
+        )
+    assert not acct.ledger
+    assert _state(gen) == state
+
+
+def test_private_n_without_a_degree_is_refused_before_anything() -> None:
+    acct = Accountant(PureDP(epsilon=5.0))
+    gen = seeded(1)
+    state = _state(gen)
+    with pytest.raises(PrivacyParameterError, match="degree="):
+        series_density(X, bounds=(0, 1), epsilon=1.0, accountant=acct, rng=gen)
     assert not acct.ledger
     assert _state(gen) == state
 
@@ -42,7 +57,7 @@ def test_refused_charge_spends_nothing_and_draws_nothing(delta: float) -> None:
 def test_one_charge_that_is_the_release_event(delta: float) -> None:
     acct = Accountant(ApproxDP(epsilon=2.0, delta=1e-5))
     dens = series_density(
-        X, bounds=(0, 1), epsilon=1.0, delta=delta, accountant=acct, rng=seeded(2)
+        X, bounds=(0, 1), epsilon=1.0, delta=delta, expected_n=2000, accountant=acct, rng=seeded(2)
     )
     assert len(acct.ledger) == 1
     assert acct.spent.epsilon <= 1.0 + 1e-12  # type: ignore[attr-defined]
@@ -51,19 +66,3 @@ def test_one_charge_that_is_the_release_event(delta: float) -> None:
     again = Accountant(ApproxDP(epsilon=2.0, delta=1e-5))
     again.charge(dens.event, delta=delta) if delta else again.charge(dens.event)
     assert again.spent.epsilon == acct.spent.epsilon  # type: ignore[attr-defined]
-
-
-def test_the_noise_fits_the_budget_charged_in_advance() -> None:
-    # δ > 0: the coefficients' noise is calibrated after the degree is known, to the ρ charged
-    # before it; the drawn σ must give at most that ρ for the ℓ2 sensitivity of that degree.
-    from dpkit.accounting import ZCDPEvent
-    from dpkit.release._series import _plan
-
-    acct = Accountant(ZCDP(rho=5.0))
-    dens = series_density(X, bounds=(0, 1), epsilon=1.0, delta=1e-6, accountant=acct, rng=seeded(3))
-    main = dens.event.events[1]  # type: ignore[attr-defined]
-    assert isinstance(main, ZCDPEvent)
-    m = (dens.raw.size,)
-    _, _, noise = _plan(m, 1, 0.9, 1e-6, budget=main)
-    assert noise.event is main
-    assert noise.l2**2 / (2 * float(noise.scale) ** 2) <= main.rho

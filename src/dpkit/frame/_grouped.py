@@ -351,10 +351,8 @@ class GroupedQuery:
             own = t.unit is None
             return _no_overflow(*spark_totals(t.data, own, self._bounding, layout, plan, seeds))
         src = self._source()
-        pl = polars()
         checks = []  # refused before charging, in one pass over the data as given
-        if t.unit is not None:  # every row must have a unit (UNIT_ID: fixed by the source)
-            checks.append(pl.col(UNIT_ID).null_count().alias("__null_units"))
+        # (rows with a null unit are not there: the table dropped them, see _table.table)
         # Only the data's own nulls are refused: those a step makes (from a predicate on
         # private values) are dropped by prepare, a row-wise filter; refusing them revealed
         # whether any row satisfied the predicate, for free.
@@ -367,11 +365,6 @@ class GroupedQuery:
             raise DataError(
                 f"computing the bounded aggregates failed ({type(exc).__name__})."
             ) from None
-        if found.get("__null_units"):
-            raise DataError(
-                f"the privacy unit column {t.unit!r} has null values; every row must "
-                "belong to a unit (drop or assign them before the query)."
-            )
         if found.get("__missing"):
             raise missing_error("an aggregated column")
         try:

@@ -267,9 +267,8 @@ def _spark_totals(
             *(f.sum(c).cast("long").alias(c) for c in values),
             f.count(f.lit(1)).cast("long").alias(UNITS),
             f.sum(WEIGHT).cast("long").alias(WEIGHT),
-            _nulls(f, unit),
         )
-        return _checked(_collect(totals, pl), unit), None
+        return _collect(totals, pl), None
     # a null key value is a group of its own (as in groupBy): the key joins match nulls
     kept = _join_null_safe(rows, pairs.select(unit, *keys), [unit, *keys], "left_semi")
     if b.max_rows_per_unit is not None:
@@ -280,7 +279,6 @@ def _spark_totals(
         per_key = pairs.groupBy(*keys).agg(
             f.count(f.lit(1)).cast("long").alias(UNITS),
             f.sum(WEIGHT).cast("long").alias(WEIGHT),
-            _nulls(f, unit),
         )
         sums = kept.groupBy(*keys).agg(
             f.count(f.lit(1)).cast("long").alias(ROWS),
@@ -288,7 +286,7 @@ def _spark_totals(
         )
         joined = _join_null_safe(per_key, sums, keys, "left")
         joined = joined.fillna(0, subset=[ROWS, *values])
-        totals = _checked(_collect(joined, pl), unit)
+        totals = _collect(joined, pl)
         if not buckets:
             return totals, None
         parts = [
@@ -342,20 +340,6 @@ def _join_null_safe(left: Any, right: Any, on: Sequence[str], how: str) -> Any:
     cond = [left[c].eqNullSafe(renamed[names[c]]) for c in on]
     out = left.join(renamed, on=cond, how=how)
     return out.drop(*names.values()) if how != "left_semi" else out
-
-
-def _nulls(f: Any, unit: str) -> Any:
-    """Pairs with a null unit, counted in the same job as the totals (no extra pass)."""
-    return f.sum(f.col(unit).isNull().cast("long")).alias("__null_units")
-
-
-def _checked(totals: Any, unit: str) -> Any:
-    """Refuse null units (before anything is charged) and drop the check column.
-
-    ``unit`` is the hidden identity column: the message does not name it."""
-    if totals.height and int(totals["__null_units"].sum() or 0) > 0:
-        raise DataError("the privacy unit column has null values; every row must belong to a unit.")
-    return totals.drop("__null_units")
 
 
 def _collect(df: Any, pl: Any) -> Any:

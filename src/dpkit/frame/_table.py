@@ -177,13 +177,23 @@ def table(
         # occurrence among identical rows instead (see _pipeline.prepare), never this id
         ident = f.monotonically_increasing_id() if unit is None else f.col(unit)
         frame = frame.withColumn(UNIT_ID, ident)
+        if unit is not None:  # a null unit is no unit: dropped, never refused (see below)
+            frame = frame.filter(f.col(UNIT_ID).isNotNull())
     elif unit is None:
         # a row number: a position, which no step can read (a step naming the column is
         # refused, and one reaching it unnamed, by pl.nth(0), a regex or a selector, is not
         # row-wise and refused by check_rowwise); bounding hashes rows by content instead
         frame = frame.with_row_index(UNIT_ID)
     else:
-        frame = frame.with_columns(polars().col(unit).alias(UNIT_ID))
+        pl = polars()
+        # A row whose unit is null belongs to no one whose contribution can be bounded: it is
+        # dropped here, before any step and any bounding. Refusing the table instead (as before)
+        # told whoever saw the refusal that such a row exists, a data-dependent failure; dropping
+        # is what dpkit.sql does, so one rule holds on both engines and in SQL. A user who wants
+        # such rows counted gives each one a fresh id before the query.
+        frame = frame.with_columns(pl.col(unit).alias(UNIT_ID)).filter(
+            pl.col(UNIT_ID).is_not_null()
+        )
     # ``missing="raise"`` refuses nulls of the data as given, never the steps' output: a step
     # can make a null from any predicate on private values (``pl.when(user == 123).then(None)``,
     # a left join missing a key), and refusing it was a membership oracle at ε = 0

@@ -28,6 +28,7 @@ from dpkit.release._kde import kde_density
 from dpkit.release._ks_mechanism import SyntheticSample, ks_synthetic
 from dpkit.release._report import ColumnUtility, TrainTestScore, UtilityReport, utility_report
 from dpkit.release._series import series_degree, series_density
+from dpkit.release._series_accuracy import series_density_accuracy
 from dpkit.release._synth import Synthesizer, SyntheticModel
 
 __all__ = [
@@ -55,5 +56,6 @@ __all__ = [
     "partition_threshold",
     "series_degree",
     "series_density",
+    "series_density_accuracy",
     "utility_report",
 ]

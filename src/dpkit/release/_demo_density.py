@@ -15,6 +15,7 @@ from dpkit.release._histogram_density import histogram_density
 from dpkit.release._kde import kde_density
 from dpkit.release._ks_mechanism import ks_synthetic
 from dpkit.release._series import series_density
+from dpkit.release._series_accuracy import series_density_accuracy
 
 __all__ = ["demo"]
 
@@ -37,12 +38,14 @@ def demo() -> None:
     x = np.clip(x, 0.0, 10.0)
     acct = Accountant(ApproxDP(epsilon=5.0, delta=1e-6))
     box = (0.0, 10.0)
+    planned = series_density_accuracy(bounds=box, epsilon=1.0, expected_n=n)
+    print(f"  cosine series: planned L2 half-width of its noise (95%) {planned:.3f}")
     releases = {
         "histogram (§5.2)": histogram_density(
             x, bounds=box, epsilon=1.0, accountant=acct, rng=seeded(SEED)
         ),
         "cosine series (§5.3)": series_density(
-            x, bounds=box, epsilon=1.0, accountant=acct, rng=seeded(SEED)
+            x, bounds=box, epsilon=1.0, expected_n=n, accountant=acct, rng=seeded(SEED)
         ),
         "kernel, HRW (§5.4)": kde_density(
             x, bounds=box, bandwidth=0.4, epsilon=1.0, delta=1e-6, accountant=acct, rng=seeded(SEED)

@@ -4,20 +4,16 @@ from __future__ import annotations
 
 import itertools
 import math
-from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
 
 from dpkit._missing import MISSING_DEFAULT, Missing
-from dpkit.accounting import Neighbouring, PureDPEvent, ZCDPEvent
-from dpkit.accounting._costs import rho_for
-from dpkit.errors import DataError
+from dpkit.accounting import Neighbouring
+from dpkit.errors import DataError, PrivacyParameterError
 from dpkit.mechanisms._base import SupportsCharge, charge
-from dpkit.noise import sampled_sigma
 from dpkit.random import RNGLike, as_generator
 from dpkit.release._density_data import (
-    MAX_BYTES,
     FloatArray,
     as_records,
     check_box,
@@ -33,7 +29,6 @@ from dpkit.release._density_grid import (
     uniform_edges,
 )
 from dpkit.release._density_noise import (
-    SLACK,
     IntArray,
     IntegerNoise,
     fixed_point_bits,
@@ -42,9 +37,17 @@ from dpkit.release._density_noise import (
     total_event,
 )
 from dpkit.stats._common import check_privacy, warn_large_delta
+from dpkit.stats._data import check_n
 from dpkit.stats._events import declared, is_replace
 
-__all__ = ["cosine_basis", "series_degree", "series_density"]
+__all__ = [
+    "chosen_degree",
+    "cosine_basis",
+    "exact_sums",
+    "plan_noise",
+    "series_degree",
+    "series_density",
+]
 
 _EVAL_CELLS = {1: 512, 2: 96, 3: 32}  # evaluation grid per side for the projected density
 _BLOCK = 4096  # records per block when forming per-record basis values
@@ -96,6 +99,7 @@ def series_density(
     degree: object = None,
     smoothness: float = 1.0,
     n: int | None = None,
+    expected_n: int | None = None,
     count_fraction: float = 0.1,
     outside: str = "clamp",
     missing: Missing = MISSING_DEFAULT,
@@ -109,12 +113,11 @@ def series_density(
     β̂_J = (1/n) Σ_i ψ_J(U_i) over the tensor-product cosine basis with indices 0 … m per side.
 
     **Convention.** The released statistic is the vector of sums S_J = Σ_i ψ_J(U_i) (exact fixed
-    point); β̃_J = S̃_J / n with the public n, or a noisy count. When n is private and the
-    degree is left to the default, the degree depends on the noisy count, so the coefficients
-    are given a budget that does not depend on the degree (ε-DP, or with δ > 0 the ρ-zCDP whose
-    conversion gives (ε, δ)) and their noise is calibrated to it after the count is drawn. The
-    whole release (count and coefficients) is charged once, before any noise is drawn; the
-    result's event composes both.
+    point); β̃_J = S̃_J / n with the public n, or a noisy count. The degree is fixed before
+    anything is charged, from public inputs only: ``degree=``, or :func:`series_degree` of the
+    public ``n`` or, when n is private, of ``expected_n`` (a public guess of it); with neither,
+    the call is refused (choose one). So the whole release (count and coefficients) is known,
+    and its accuracy given by :func:`series_density_accuracy`, before it is charged, once.
 
     One record adds or removes ψ_J(x), so the ℓ1 sensitivity is Σ_J sup|ψ_J| (= m·c0 with
     c0 = √2 in 1-d) under add/remove and twice that under replace; ℓ2: (Σ_J sup|ψ_J|²)^{1/2},
@@ -132,7 +135,11 @@ def series_density(
     Parameters
     ----------
     degree : int or tuple of int, optional
-        m, the highest cosine index per dimension; default :func:`series_degree` of n and ε.
+        m, the highest cosine index per dimension; default :func:`series_degree` of the public
+        ``n`` (or ``expected_n``) and ε.
+    expected_n : int, optional
+        A public guess of the number of records when ``n`` is private, used only to choose the
+        default degree (the estimate is still normalised by a noisy count).
     smoothness : float
         γ of the Sobolev ellipsoid assumed by the default degree.
 
@@ -162,38 +169,18 @@ def series_density(
     if replace and public_n is None:
         public_n = data.shape[0]
     warn_large_delta(dlt, public_n)
-    fixed = None if degree is None else per_dim_ints(degree, d, "degree", 1)
     count, eps_s = split_count(
         epsilon=eps, public_n=public_n, replace=replace, needs_n=True, fraction=count_fraction
     )
-    if fixed is not None or public_n is not None:
-        first = fixed or tuple(
-            series_degree(float(public_n or 1), d, eps_s, smoothness) for _ in box
-        )
-        check_memory(float(math.prod(k + 1 for k in first)) * (_BLOCK + 16), 8, "the cosine basis")
+    m = chosen_degree(degree, d, public_n, expected_n, eps_s, smoothness)
     factor = 2 if replace else 1
     gen = as_generator(rng)
-    if fixed is not None or count.event is None:
-        m = fixed or tuple(series_degree(float(public_n or 1), d, eps_s, smoothness) for _ in box)
-        bits, caps, noise = _plan(m, factor, eps_s, dlt)
-        event = total_event(count, noise.event)
-        event = declared(event, replace)  # (the relation its sensitivities are for)
-        charge(accountant, event, "series density", delta=dlt, rng=rng)
-        n_hat = count.value(data.shape[0], gen)
-    else:
-        # The degree is a function of the noisy n, so the coefficients' sensitivity is not
-        # known before the count is drawn. The whole release is still charged once, up front:
-        # the coefficients get a budget that does not depend on the degree (ε·(1 − 2⁻⁴⁰)-DP,
-        # or the ρ-zCDP whose conversion gives (ε, δ)), and their noise is calibrated to it
-        # once the degree is known. A refused charge spends nothing and draws nothing.
-        budget = _budget(eps_s, dlt)
-        event = total_event(count, budget)
-        event = declared(event, replace)  # (the relation its sensitivities are for)
-        charge(accountant, event, "series density", delta=dlt, rng=rng)
-        n_hat = count.value(data.shape[0], gen)
-        m = _fitting_degree(series_degree(n_hat, d, eps_s, smoothness), d)
-        bits, caps, noise = _plan(m, factor, eps_s, dlt, budget=budget)
-    sums = _sums(to_unit(data, box), m, bits, caps)
+    bits, caps, noise = plan_noise(m, factor, eps_s, dlt)
+    event = total_event(count, noise.event)
+    event = declared(event, replace)  # (the relation its sensitivities are for)
+    charge(accountant, event, "series density", delta=dlt, rng=rng)
+    n_hat = count.value(data.shape[0], gen)
+    sums = exact_sums(to_unit(data, box), m, bits, caps)
     noisy = sums + noise.draw(sums.size, gen)
     beta = noisy.astype(np.float64) / (math.ldexp(n_hat, bits))
     cells = tuple(_EVAL_CELLS[d] for _ in box)
@@ -217,58 +204,50 @@ def series_density(
     )
 
 
-def _fitting_degree(side: int, d: int) -> tuple[int, ...]:
-    """The rule's degree, lowered (never refused) until the cosine basis fits in memory.
-
-    It is applied to a noisy count after the count was charged; a large draw must not turn into
-    an error once budget is spent, so the degree is lowered instead (it depends only on n̂).
-    """
-    while side > 1 and float(side + 1) ** d * (_BLOCK + 16) * 8 > MAX_BYTES:
-        side -= 1
-    return tuple(side for _ in range(d))
-
-
-def _budget(eps: float, dlt: float) -> PureDPEvent | ZCDPEvent:
-    """What the coefficients cost whatever their degree: ε-DP (δ = 0) or ρ-zCDP (δ > 0)."""
-    if dlt == 0.0:
-        # (no relation here: series_density declares its own at the charge, stats.declared)
-        return PureDPEvent(epsilon=eps * SLACK)
-    return ZCDPEvent(rho=rho_for(eps * SLACK, dlt))
-
-
-def _plan(
-    m: tuple[int, ...],
-    factor: int,
+def chosen_degree(
+    degree: object,
+    d: int,
+    public_n: int | None,
+    expected_n: object,
     eps: float,
-    dlt: float,
-    *,
-    budget: PureDPEvent | ZCDPEvent | None = None,
-) -> tuple[int, IntArray, IntegerNoise]:
-    """Fixed-point bits, per-coefficient caps and the calibrated noise for degree ``m``.
+    smoothness: float,
+) -> tuple[int, ...]:
+    """The degree per side, from public inputs only, checked to fit in memory (before a charge).
 
-    With ``budget`` (an event charged before ``m`` was known) the noise is calibrated to it:
-    discrete Laplace of scale ℓ1/ε' is exactly ε'-DP whatever ℓ1, and discrete Gaussian noise of
-    σ ≥ ℓ2/√(2ρ) is ρ-zCDP (Canonne, Kamath and Steinke 2020, Thm 4), σ rounded up to one the
-    exact sampler uses.
+    ``degree`` if given, else :func:`series_degree` of the public n or of ``expected_n``; with
+    neither the degree would depend on the private n, so the caller is asked to choose.
     """
+    if degree is not None:
+        m = per_dim_ints(degree, d, "degree", 1)
+    else:
+        size = public_n if public_n is not None else check_n(expected_n)
+        if size is None:
+            raise PrivacyParameterError(
+                "series_density's degree depends on the number of records: pass degree=, the "
+                "public n=, or expected_n= (a public guess of it) when n is private."
+            )
+        m = tuple(series_degree(float(size), d, eps, smoothness) for _ in range(d))
+    check_memory(float(math.prod(k + 1 for k in m)) * (_BLOCK + 16), 8, "the cosine basis")
+    return m
+
+
+def plan_noise(
+    m: tuple[int, ...], factor: int, eps: float, dlt: float
+) -> tuple[int, IntArray, IntegerNoise]:
+    """Fixed-point bits, per-coefficient caps and the calibrated noise for degree ``m``."""
     sup = np.array([2.0 ** (sum(1 for v in j if v) / 2) for j in _indices(m)])
     real = float(sup.sum()) if dlt == 0.0 else float(np.sqrt(np.sum(sup**2)))
     bits = fixed_point_bits(factor * real, eps, dlt)
     caps = np.ceil(sup * 2.0**bits).astype(np.int64)
     l1 = factor * int(caps.sum())
     l2 = math.nextafter(factor * math.sqrt(float(np.sum(caps.astype(np.float64) ** 2))), math.inf)
-    if isinstance(budget, ZCDPEvent):
-        sigma = sampled_sigma(math.nextafter(l2 / math.sqrt(2.0 * budget.rho), math.inf))
-        while l2 * l2 / (2.0 * sigma * sigma) > budget.rho:  # float rounding: never below
-            sigma = sampled_sigma(math.nextafter(sigma, math.inf))
-        return bits, caps, IntegerNoise("gaussian", Fraction(sigma), budget, l1, l2)
     noise = integer_noise(l1=l1, l2=l2, dimension=int(caps.size), epsilon=eps, delta=dlt)
-    if budget is not None:  # ℓ1/scale is exactly the float ε·SLACK the budget names
-        noise = IntegerNoise(noise.kind, noise.scale, budget, l1, l2)
     return bits, caps, noise
 
 
-def _sums(u: FloatArray, m: tuple[int, ...], bits: int, caps: IntArray) -> npt.NDArray[np.object_]:
+def exact_sums(
+    u: FloatArray, m: tuple[int, ...], bits: int, caps: IntArray
+) -> npt.NDArray[np.object_]:
     """Exact Σ_i clip(rint(ψ_J(u_i) 2^bits), ±cap_J) as Python ints.
 
     A block of 2^12 values below 2^(bits+2) ≤ 2^42 sums exactly in int64; the running totals are

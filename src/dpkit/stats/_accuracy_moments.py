@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 
+from dpkit.stats._accuracy_var import known_n_var_error
 from dpkit.stats._bivariate import cov_parts, cov_plan
 from dpkit.stats._common import normalise
 from dpkit.stats._moments import var_plan
@@ -73,8 +74,9 @@ def var_bound(
     and ``b = Σ(u² − 1/2)/n``; with noisy sums within ``H_1, H_2`` and, when n is not public, a
     noisy count ``N`` within ``H_n`` of n (``D = n − H_n``):
 
-    * known n: ``|v̂ − v| ≤ H_2/n + 2A·H_1/n + max(H_1², sd_1²)/n²`` (the estimate adds back the
-      noise variance ``sd_1²/n²``);
+    * known n: the smallest ``w`` with ``P(|v̂ − v| ≤ w) ≥ 1 − alpha`` whatever the private
+      mean, from the joint law of the two noises (:mod:`dpkit.stats._accuracy_var`; no
+      Bonferroni split);
     * unknown n: ``|S_2/N − b| ≤ (H_2 + B·H_n)/D`` and ``|S_1/N − a| ≤ e = (H_1 + A·H_n)/D``, so
       ``|v̂ − v| ≤ (H_2 + B·H_n)/D + e(2A + e)`` (``B = max(1/2, A² − 1/2)``).
 
@@ -90,8 +92,8 @@ def var_bound(
     (h1, h2), h_n = _count_share(pl, known, alpha)
     size = float(n)
     if known:
-        sd = pl.parts[0].sd
-        err = h2 / size + 2.0 * big_a * h1 / size + max(h1 * h1, sd * sd) / size**2
+        # the exact joint law of the two noises, worst case over the private mean
+        err = known_n_var_error(pl.parts[0], pl.parts[1], size, big_a, alpha)
     else:
         low = size - h_n
         if low < 1.0:
