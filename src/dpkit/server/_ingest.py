@@ -57,8 +57,8 @@ def read_source(path: Path, schema: DatasetSchema) -> Table:
             # numeric column must become missing, not fail the whole file or change its type.
             # Categories are read dictionary-encoded: each distinct text is held (and coded) once.
             coded = pa.dictionary(pa.int32(), pa.string())
-            text = {c.name: coded if c.type == "category" else pa.string() for c in schema.columns}
-            opts = pacsv.ConvertOptions(column_types=text, include_columns=names)
+            types = {c.name: coded if c.type == "category" else pa.string() for c in schema.columns}
+            opts = pacsv.ConvertOptions(column_types=types, include_columns=names)
             table = pacsv.read_csv(path, convert_options=opts)
         else:
             cats = [c.name for c in schema.columns if c.type == "category"]
@@ -168,7 +168,7 @@ def _numeric_type(pa: Any, t: Any) -> bool:
 def _parse_numbers(arr: Any) -> Any:
     """Text to float64, with unparsable or empty cells as null (then filled by the policy)."""
     import pyarrow as pa
-    import pyarrow.compute as pc  # type: ignore[import-untyped]
+    import pyarrow.compute as pc
 
     text = pc.utf8_trim_whitespace(arr)
     ok = pc.match_substring_regex(
