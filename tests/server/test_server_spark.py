@@ -78,7 +78,7 @@ QUERIES: list[dict[str, Any]] = [
     {"query": "group_by", "by": ["city"], "epsilon": 1.0, "aggregations": [
         {"stat": "count"}, {"stat": "sum", "column": "age"}, {"stat": "mean", "column": "kids"}]},
     {"query": "synthesize", "columns": ["age", "city"], "rows": 20, "bins": 4,
-     "method": "mst", "epsilon": 1.0, "delta": 1e-6},
+     "method": "independent", "epsilon": 1.0, "delta": 1e-6},
 ]  # fmt: skip
 
 
