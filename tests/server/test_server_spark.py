@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dpkit.errors import DataError
-from dpkit.server._config import ServerConfig
+from dpkit.server._config import ServerConfig, load_config
 from dpkit.server._outcomes import QueryFailedError
 from dpkit.server._service import Curator
 from dpkit.server._spark_jobs import QueryTimeoutError, SparkSettings, spark_settings
@@ -205,7 +205,18 @@ def test_spark_query_past_the_limit_is_cancelled_and_refunded(
     assert spark.range(3).count() == 3
 
 
-def test_spark_settings_from_the_configuration() -> None:
+def test_spark_settings_from_the_configuration(tmp_path: Path) -> None:
+    (tmp_path / "curator.toml").write_text(
+        '[spark]\nmaster = "spark://head:7077"\nquery_seconds = 12.5\n'
+        '[spark.conf]\n"spark.executor.memory" = "4g"\n'
+        '[[datasets]]\nname = "v"\nspark = {table = "db.visits"}\ntotal_epsilon = 1.0\n'
+        'columns = [{name = "x", type = "float", bounds = [0, 1]}]\n'
+    )
+    cfg = load_config(tmp_path / "curator.toml")
+    assert cfg.spark == SparkSettings("spark://head:7077", "dpkit-curator", 12.5,
+                                      (("spark.executor.memory", "4g"),))  # fmt: skip
+    assert cfg.datasets[0]["spark"] == {"table": "db.visits"}
+    assert load_config(_toml(tmp_path, "")).spark is None
     s = spark_settings({"master": "local[2]", "query_seconds": 30,
                         "conf": {"spark.ui.enabled": False}})  # fmt: skip
     assert s == SparkSettings("local[2]", "dpkit-curator", 30.0, (("spark.ui.enabled", "false"),))
@@ -213,3 +224,8 @@ def test_spark_settings_from_the_configuration() -> None:
     for bad in ({"query_seconds": 0}, {"master": ""}, {"mastr": "x"}, {"conf": [1]}):
         with pytest.raises(DataError):
             spark_settings(bad)
+
+
+def _toml(folder: Path, text: str) -> Path:
+    (folder / "plain.toml").write_text(text)
+    return folder / "plain.toml"
