@@ -54,8 +54,9 @@ class SparkSettings:
     """The ``[spark]`` section of ``curator.toml``: the session the service owns."""
 
     master: str | None = None
-    """The master URL; ``None``: the session already running in this process (or Spark's
-    default), as a service built in code (tests, a notebook) shares its session."""
+    """The master URL; ``None``: the session already running in this process, or one made
+    from Spark's own defaults (``spark-defaults.conf``, a platform's settings), as a service
+    built in code (tests, a notebook) shares its session."""
     app_name: str = "dpkit-curator"
     query_seconds: float = 300.0
     """The longest a query's Spark jobs may run; then they are cancelled (and refunded)."""
@@ -118,10 +119,12 @@ class SparkJobs:
                     ) from exc
                 builder = SparkSession.builder
                 s = self.settings
-                if s.master is not None or s.conf:  # else: the process's session, as it is
-                    builder = builder.master(s.master or "local[*]").appName(s.app_name)
-                    for key, value in s.conf:
-                        builder = builder.config(key, value)
+                # with neither: the process's session as it is (a platform's, a notebook's),
+                # or one from spark-defaults.conf and spark-submit's settings
+                if s.master is not None:
+                    builder = builder.master(s.master).appName(s.app_name)
+                for key, value in s.conf:
+                    builder = builder.config(key, value)
                 self._session = builder.getOrCreate()
             return self._session
 
