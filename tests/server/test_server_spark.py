@@ -7,6 +7,7 @@ process on it (``master`` unset: the service takes the process's session).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 from typing import Any
@@ -117,6 +118,18 @@ def test_spark_dataset_schema_and_listing(answered: Any) -> None:
     assert cur.schema("t").to_dict() == answered["file"][0].schema("t").to_dict()
     stored = cur.config.data_dir / "t"
     assert sorted(p.name for p in stored.iterdir()) == ["data.json", "schema.json", "spark.json"]
+
+
+def test_spark_dataset_on_the_event_loop(answered: Any) -> None:
+    """The service's async path: a sum on new bounds is computed by Spark off the loop, then,
+    with its exact aggregate remembered, answered on the loop (no Spark job, no JVM call)."""
+    cur, who, _ = answered["spark"]
+    body = {"dataset": "t", "query": "sum", "column": "age", "bounds": [0, 50], "epsilon": 1.0}
+    assert cur.answers_inline(body)
+    first = asyncio.run(cur.query_async(who, body))
+    second = asyncio.run(cur.query_async(who, body))
+    assert first["status"] == second["status"] == "released"
+    assert first["epsilon"] == second["epsilon"] == 1.0
 
 
 def test_spark_registration_refusals(tmp_path: Path, spark_sessions: Any) -> None:

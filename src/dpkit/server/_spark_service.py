@@ -8,6 +8,7 @@ after its charge, a cancelled Spark job included, is refunded when no noise was 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -28,6 +29,14 @@ from dpkit.server._spark_tables import (
 __all__ = ["SparkDatasets"]
 
 _FIELDS = {"name", "spark", "columns", "privacy_unit", "total_epsilon", "total_delta"}
+
+
+def _on_the_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 class SparkDatasets:
@@ -76,7 +85,9 @@ class SparkDatasets:
     def computing(self, table: Table, statistic: str) -> Iterator[Table]:
         """The table a query computes on; on a Spark-backed one, its jobs run in a job group of
         their own, cancelled past the service's ``query_seconds``."""
-        if not is_spark_table(table):
+        if not is_spark_table(table) or _on_the_loop():
+            # On the event loop the service runs only what it judged quick (noise on a
+            # remembered aggregate: no Spark job), and the loop makes no call to the JVM.
             yield table
             return
         with self.jobs.limited(statistic):
