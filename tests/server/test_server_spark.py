@@ -167,6 +167,25 @@ def test_spark_registration_refusals(tmp_path: Path, spark_sessions: Any) -> Non
     assert cur.ledger.datasets() == []
 
 
+def test_spark_cleaning_of_text_cells(spark_sessions: Any) -> None:
+    """Numbers stored as text are parsed as file ingestion parses them (an unparsable cell is
+    missing, never an error, ANSI mode or not); categories from numbers compared as text."""
+    from dpkit.server._schema import DatasetSchema, clean_column_mask
+    from dpkit.server._spark_tables import cleaned_frame
+
+    spark = spark_sessions.get("local")
+    cells = [("1.5", 2), ("abc", 1), (None, None), (" 0.25", 7), ("-inf", 1)]
+    raw = spark.createDataFrame(cells, "x string, k long")
+    schema = DatasetSchema.from_dict({"name": "c", "columns": [
+        {"name": "x", "type": "float", "bounds": [0, 1]},
+        {"name": "k", "type": "category", "categories": ["1", "2"]}]})  # fmt: skip
+    frame, _ = cleaned_frame(raw, schema)
+    rows = frame.collect()
+    for i, col in enumerate(schema.columns):
+        want = clean_column_mask(col, [c[i] for c in cells])[0].tolist()
+        assert [r[col.name] for r in rows] == want
+
+
 def test_spark_dataset_with_a_unit_column(answered: Any) -> None:
     """A person's rows bounded on Spark, the unit being the table's own id value."""
     cur, who, _ = answered["spark"]

@@ -65,7 +65,17 @@ class SparkSettings:
 
 
 def spark_settings(raw: object) -> SparkSettings | None:
-    """Validate a ``[spark]`` table (``None``: the service has no Spark)."""
+    """Validate a ``[spark]`` table (``None``: the service has no Spark).
+
+    Examples
+    --------
+    >>> s = spark_settings({"master": "local[2]", "query_seconds": 60,
+    ...                     "conf": {"spark.ui.enabled": False}})
+    >>> s.master, s.query_seconds, s.conf
+    ('local[2]', 60.0, (('spark.ui.enabled', 'false'),))
+    >>> spark_settings(None) is None
+    True
+    """
     if raw is None:
         return None
     if not isinstance(raw, Mapping) or set(raw) - _KEYS:

@@ -72,7 +72,18 @@ _NUMBER = ("byte", "short", "integer", "long", "float", "double", "boolean")
 
 def spark_source(import_dir: Path, raw: object) -> dict[str, str]:
     """Validate a registration's ``"spark"`` field: ``{"parquet": path}`` inside the import
-    directory, or ``{"table": name}`` of the session's catalog."""
+    directory, or ``{"table": name}`` of the session's catalog.
+
+    Examples
+    --------
+    >>> from pathlib import Path
+    >>> spark_source(Path("imports"), {"table": "warehouse.visits"})
+    {'table': 'warehouse.visits'}
+    >>> spark_source(Path("imports"), {"parquet": "../etc"})
+    Traceback (most recent call last):
+    ...
+    dpkit.errors.DataError: spark parquet must be inside the import directory (no '..').
+    """
     if not isinstance(raw, Mapping) or len(raw) != 1 or not set(raw) <= {"parquet", "table"}:
         raise DataError('spark must be {"parquet": "file.parquet"} or {"table": "db.table"}.')
     kind, value = next(iter(raw.items()))
@@ -117,7 +128,9 @@ def _cleaned(f: Any, col: Column, kind: str) -> tuple[Any, Any]:
         text = c if kind in _TEXT else c.cast("string")
         return text, c.isNull() | (text == f.lit(""))
     assert col.bounds is not None and col.fill is not None
-    x = c.try_cast("double") if kind in _TEXT else c.cast("double")
+    # try_cast: an unparsable text is null (then filled), never an error under ANSI mode; the
+    # SQL function, as Column.try_cast is Spark 4's (names are checked: safe to quote)
+    x = f.expr(f"try_cast(`{col.name}` AS double)") if kind in _TEXT else c.cast("double")
     bad = x.isNull() | f.isnan(x)
     lo, hi = f.lit(col.bounds[0]), f.lit(col.bounds[1])
     value = f.when(bad, f.lit(col.fill)).otherwise(f.least(f.greatest(x, lo), hi))
@@ -261,8 +274,11 @@ class _Collected(Mapping[str, Any]):
 
     def __getitem__(self, name: str) -> npt.NDArray[Any]:
         if name not in self._arrays:
-            arrow = self._spark[name].toArrow()
-            values = np.asarray(arrow.column(0).to_numpy())
+            frame = self._spark[name]
+            if hasattr(frame, "toArrow"):  # Spark 4
+                values = np.asarray(frame.toArrow().column(0).to_numpy())
+            else:  # pragma: no cover - Spark 3.5
+                values = frame.toPandas().iloc[:, 0].to_numpy()
             values.flags.writeable = False
             self._arrays[name] = values
         return self._arrays[name]
