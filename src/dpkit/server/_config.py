@@ -17,6 +17,10 @@ Example::
     audit_retention_days = 90             # request audit rows older than this are deleted
     audit_anonymous_rows_per_minute = 60  # requests without a valid key beyond this: counted only
 
+    [spark]                               # optional: Spark-backed datasets (docs/server.md)
+    master = "local[4]"
+    query_seconds = 300                   # a query's Spark jobs are cancelled after this
+
     [[datasets]]                          # registered (cleaned) at start if not yet stored
     name = "survey"
     source = "survey.csv"
@@ -34,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from dpkit.errors import DataError
+from dpkit.server._spark_jobs import SparkSettings, spark_settings
 
 __all__ = ["ServerConfig", "load_config"]
 
@@ -72,6 +77,9 @@ class ServerConfig:
     audit_anonymous_rows_per_minute: int = 60
     """Requests without a valid key written as audit rows per minute and process; the others
     are only counted (per minute and status)."""
+    spark: SparkSettings | None = None
+    """The ``[spark]`` section: the SparkSession of Spark-backed datasets and their queries'
+    time limit (:mod:`dpkit.server._spark_jobs`); ``None``: no Spark."""
 
 
 def _positive(value: object, name: str) -> int:
@@ -152,4 +160,5 @@ def load_config(path: str | os.PathLike[str]) -> ServerConfig:
         ),
         audit_retention_days=_retention(s.get("audit_retention_days", 90.0)),
         audit_anonymous_rows_per_minute=_rows(s.get("audit_anonymous_rows_per_minute", 60)),
+        spark=spark_settings(raw.get("spark")),
     )

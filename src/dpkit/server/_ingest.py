@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from dpkit.errors import DataError
-from dpkit.server._schema import DatasetSchema, Table, clean_column_mask
+from dpkit.server._schema import MISSING, Column, DatasetSchema, Table, clean_column_mask
 from dpkit.server._store import load_table, store_table
 
 __all__ = ["load_table", "read_source", "resolve_source", "store_table"]
@@ -54,12 +55,14 @@ def read_source(path: Path, schema: DatasetSchema) -> Table:
         if path.suffix.lower() == ".csv":
             # Every column is read as text, then parsed by the cleaning policy: a stray value in a
             # numeric column must become missing, not fail the whole file or change its type.
-            opts = pacsv.ConvertOptions(
-                column_types={n: pa.string() for n in names}, include_columns=names
-            )
+            # Categories are read dictionary-encoded: each distinct text is held (and coded) once.
+            coded = pa.dictionary(pa.int32(), pa.string())
+            types = {c.name: coded if c.type == "category" else pa.string() for c in schema.columns}
+            opts = pacsv.ConvertOptions(column_types=types, include_columns=names)
             table = pacsv.read_csv(path, convert_options=opts)
         else:
-            table = pq.read_table(path, columns=names)
+            cats = [c.name for c in schema.columns if c.type == "category"]
+            table = pq.read_table(path, columns=names, read_dictionary=cats)
     except (pa.ArrowInvalid, KeyError, OSError) as exc:
         raise DataError(
             "could not read the file with the schema's columns; check that the file has a "
@@ -79,11 +82,15 @@ def read_source(path: Path, schema: DatasetSchema) -> Table:
                 f"column {col.name} is stored as {arr.type} in the file; a numeric column must "
                 "hold numbers (or text that is parsed as numbers)."
             )
-        if text:
-            values: Any = arr.to_pylist()
+        coded = _coded(pa, col, arr) if text else None
+        if coded is not None:
+            cols[col.name], bad = coded
         else:
-            values = np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.float64)
-        cols[col.name], bad = clean_column_mask(col, values)
+            if text:
+                values: Any = arr.to_pylist()
+            else:
+                values = np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.float64)
+            cols[col.name], bad = clean_column_mask(col, values)
         if col.policy == "drop":
             drop |= bad
         elif col.type == "id" and bool(np.any(bad)):
@@ -100,6 +107,57 @@ def read_source(path: Path, schema: DatasetSchema) -> Table:
     return out
 
 
+def _coded(
+    pa: Any, col: Column, arr: Any
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]] | None:
+    """The codes :func:`clean_column_mask` gives a text (or integer id) column, computed by Arrow
+    instead of one Python object per cell; ``None`` for other column types (cleaned per cell).
+
+    The same codes, cell for cell: a category is its index among the declared categories, else
+    ``k`` (null, undeclared); an id is numbered in order of first appearance, a null or empty id
+    being :data:`MISSING` (Arrow's dictionary encoding numbers values in that order too). Per
+    cell in Python this was most of the time of registering a large categorical file.
+    """
+    import pyarrow.compute as pc  # type: ignore[import-untyped]
+
+    t = arr.type
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+        if col.type != "category":
+            arr = arr.cast(t)
+    is_text = pa.types.is_string(t) or pa.types.is_large_string(t)
+    if col.type == "category" and is_text:
+        assert col.categories is not None
+        declared = pa.array(col.categories, type=t)
+        chunks = arr.chunks if hasattr(arr, "chunks") else [arr]
+        codes = np.concatenate(
+            [_category_codes(pa, pc, declared, c) for c in chunks] or [np.zeros(0, np.int64)]
+        )
+        other = len(col.categories)
+        return codes, codes == other
+    if col.type == "id" and (is_text or pa.types.is_integer(t)):
+        if is_text:  # an empty id is missing, like a null one
+            arr = pc.if_else(pc.equal(arr, ""), pa.scalar(None, t), arr)
+        encoded = pc.dictionary_encode(arr).combine_chunks()
+        ids = pc.fill_null(encoded.indices, MISSING).to_numpy(zero_copy_only=False)
+        ids = np.asarray(ids).astype(np.int64)
+        return ids, ids == MISSING
+    return None
+
+
+def _category_codes(pa: Any, pc: Any, declared: Any, chunk: Any) -> npt.NDArray[np.int64]:
+    """One chunk's category codes; a dictionary-encoded chunk (as Parquet stores text columns)
+    is coded once per distinct value, then gathered by its indices."""
+    other = len(declared)
+    if pa.types.is_dictionary(chunk.type):
+        found = pc.index_in(chunk.dictionary, value_set=declared)
+        per_value = np.append(np.asarray(pc.fill_null(found, other)), other).astype(np.int64)
+        indices = pc.fill_null(chunk.indices, len(chunk.dictionary))  # null: the "other" slot
+        return per_value[np.asarray(indices).astype(np.intp)]
+    found = pc.index_in(chunk, value_set=declared)
+    return np.asarray(pc.fill_null(found, other)).astype(np.int64)
+
+
 def _numeric_type(pa: Any, t: Any) -> bool:
     return bool(
         pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
@@ -110,7 +168,7 @@ def _numeric_type(pa: Any, t: Any) -> bool:
 def _parse_numbers(arr: Any) -> Any:
     """Text to float64, with unparsable or empty cells as null (then filled by the policy)."""
     import pyarrow as pa
-    import pyarrow.compute as pc  # type: ignore[import-untyped]
+    import pyarrow.compute as pc
 
     text = pc.utf8_trim_whitespace(arr)
     ok = pc.match_substring_regex(

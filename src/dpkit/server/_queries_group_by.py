@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -197,8 +197,12 @@ def _aggregations(params: Mapping[str, Any], schema: DatasetSchema) -> list[Any]
 
 
 def _frame(schema: DatasetSchema, columns: Mapping[str, Any], keys: list[Column]) -> Any:
-    """A Polars frame of the columns a query reads: keys and the unit as Int64, values float."""
+    """A Polars frame of the columns a query reads: keys and the unit as Int64, values float
+    (on a Spark-backed dataset, the same columns of its cleaned Spark table)."""
     import polars as pl
+
+    if callable(spark := getattr(columns, "frame", None)):  # dpkit.server._spark_tables
+        return _spark_frame(spark, schema, keys)
 
     data: dict[str, Any] = {}
     for c in schema.columns:
@@ -208,6 +212,22 @@ def _frame(schema: DatasetSchema, columns: Mapping[str, Any], keys: list[Column]
             # codes are stored as int64: the mapped column itself, not a copy (docs/server.md)
             data[c.name] = pl.Series(c.name, columns[c.name]).cast(pl.Int64)
     return pl.DataFrame(data)
+
+
+def _spark_frame(frame: Callable[[list[str]], Any], schema: DatasetSchema,
+                 keys: list[Column]) -> Any:  # fmt: skip
+    """The Spark columns of :func:`_frame`: keys as ``bigint`` (int columns are cleaned to
+    doubles), values ``double``, the unit as the source's value."""
+    from pyspark.sql import functions as f
+
+    unit = schema.privacy_unit
+    names = [c.name for c in schema.columns
+             if c.type in ("float", "int") or c in keys or c.name == unit]  # fmt: skip
+    out = frame(names)
+    for c in keys:
+        if c.type == "int":
+            out = out.withColumn(c.name, f.col(c.name).cast("long"))
+    return out
 
 
 def _json_float(v: Any) -> float | int | None:

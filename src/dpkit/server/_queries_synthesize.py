@@ -122,7 +122,9 @@ def synthesize_entry(max_rows: int) -> Callable[[Mapping[str, Any], DatasetSchem
         synth = Synthesizer(domain, epsilon=eps, delta=dlt, method=method, estimator=estimator)
 
         def compute(t: Table, rng: Any, meter: Meter) -> Answer:
-            data = {c.name: np.asarray(t.columns[c.name]) for c in cols}
+            spark = getattr(t.columns, "frame", None)  # a Spark-backed dataset's columns
+            data: Any = (spark([c.name for c in cols]) if callable(spark)
+                         else {c.name: np.asarray(t.columns[c.name]) for c in cols})  # fmt: skip
             model = synth.fit(data, accountant=meter, rng=rng)
             out = model.sample(rows, rng=rng, output="dict")  # post-processing of the model
             values = [_decode(c, out[c.name]) for c in cols]

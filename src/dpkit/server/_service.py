@@ -45,6 +45,8 @@ from dpkit.server._queries import clamped
 from dpkit.server._recovery import Liveness, lost, recover, wait_for_answer, wait_for_answer_async
 from dpkit.server._registry import Meter, Prepared, QueryRegistry
 from dpkit.server._schema import DatasetSchema, Table, check_name, dummy_table
+from dpkit.server._spark_service import SparkDatasets
+from dpkit.server._spark_tables import is_spark_table
 from dpkit.server._store import DATA_FILE, load_table, store_table, upgrade_stored
 
 __all__ = ["AuthError", "Curator", "ForbiddenError", "NotFoundError", "QueryFailedError"]
@@ -92,6 +94,7 @@ class Curator:
         self.pricing = PricingGate(limit=config.max_pricing_seconds)
         seed = config.insecure_seed
         self._seeds = None if seed is None else np.random.SeedSequence(seed)
+        self.spark = SparkDatasets(config)
 
     def _rng(self) -> np.random.Generator:
         """This thread's secure generator (the default), or the next seeded one of a demo service.
@@ -214,7 +217,10 @@ class Curator:
                     continue
                 schema = DatasetSchema.from_dict(ds["schema"])
                 try:
-                    table = load_table(self.config.data_dir, schema)
+                    if self.spark.backs(name):
+                        table = self.spark.load(schema)
+                    else:
+                        table = load_table(self.config.data_dir, schema)
                 except DataError as exc:
                     # This dataset only is out of service (not the whole service): no answer
                     # comes from a file that is not the one registered, nor from the version
@@ -231,7 +237,7 @@ class Curator:
         name = table.schema.name
         # The aggregate of the declared bounds, ready for queries; only row-unit datasets answer
         # the row-level sum and mean that use it.
-        if table.schema.privacy_unit == "row":
+        if table.schema.privacy_unit == "row" and not is_spark_table(table):  # Spark: on use
             for col in table.schema.columns:
                 if col.bounds is not None:
                     clamped(table, col.name, col.bounds)
@@ -273,6 +279,8 @@ class Curator:
             return self._register(spec)
 
     def _register(self, spec: Mapping[str, Any]) -> dict[str, Any]:
+        if self.spark.wanted(spec):
+            return self.spark.register(spec, self.ledger.add_dataset, self._install)
         allowed = {"name", "source", "columns", "privacy_unit", "total_epsilon", "total_delta"}
         if not isinstance(spec, Mapping) or set(spec) - allowed:
             raise DataError(f"a dataset registration has the fields {', '.join(sorted(allowed))}.")
@@ -481,7 +489,8 @@ class Curator:
         prepared = planned.prepared
         meter = Meter(prepared.epsilon, prepared.delta)
         try:
-            answer = prepared.compute(planned.table, self._rng(), meter)
+            with self.spark.computing(planned.table, prepared.statistic) as table:
+                answer = prepared.compute(table, self._rng(), meter)
         except Exception as exc:
             raise _Failed(refund=not meter.charged) from exc
         return {"value": answer.value, "ci": answer.ci, "alpha": planned.alpha,
