@@ -57,10 +57,10 @@ def _plans(df: pl.DataFrame, bounding: Bounding, keys: tuple[str, ...]) -> tuple
 
 
 CASES = [
-    (Bounding(2, 3, None, False), ("key", "k2")),
-    (Bounding(1, 1, None, False), ("key",)),
     (Bounding(3, 3, 3, False), ("key", "k2")),  # L1: SmartNoise's max_ids
-    (Bounding(3, 1, None, False), ()),  # no GROUP BY: one pair per unit
+    (Bounding(2, 2, 3, False), ("key",)),
+    (Bounding(3, 1, None, False), ()),  # no GROUP BY, L∞ > 1: one pair per unit
+    (Bounding(2, 1, 2, False), ()),
 ]
 
 
@@ -84,12 +84,13 @@ def test_split_keeps_the_rows_the_selection_keeps(
 def test_private_keys_weights_are_the_selections() -> None:
     # Gaussian key selection weighs each kept pair by floor(2^20/√t), t the unit's kept keys
     df = _table(3)
-    q = dpf.Query(df, privacy_unit="user").group_by("key", max_rows=2, max_groups=3)
-    gq = q.agg(dpf.count(), dpf.sum("x", bounds=B))
+    q = dpf.Query(df, privacy_unit="user")
+    gq = q.group_by("key", max_rows=2, max_groups=3, max_rows_per_unit=4)
+    gq = gq.agg(dpf.count(), dpf.sum("x", bounds=B))
     plan = gq.explain(epsilon=1.0, delta=1e-6, selection="gaussian").plan
     assert plan.selection is not None and plan.selection.method == "gaussian"
     layout = gq._layout()
-    b = Bounding(2, 3, None, False)
+    b = Bounding(2, 3, 4, False)
     prep = prepare(gq._source(), layout, plan, SEEDS, own_unit=False)
     for sort in (True, False):
         got = bound(prep, layout, plan, b, sort=sort)[0].collect().sort("key")

@@ -18,6 +18,10 @@ Steps 2, 3 and 5 without buckets or ``L1`` run either as one sort and running co
 pair (a packed ``min`` for ``L∞ = 1``, a sort by hash then ``head`` otherwise) and a window per
 unit (the streaming engine, Polars 2.x, buckets and ``L1``).
 
+A unit within every bound (at most ``L0`` pairs, ``L∞`` rows in each, ``L1`` rows in all) keeps
+all its rows whatever the hashes: it is summed from its pairs' totals, and only the other units'
+rows are sorted and ranked (:func:`bound`).
+
 Which rows survive depends only on that unit's own rows and the key — never on data order or on
 other units — so adding or removing one unit changes the bounded table by that unit's bounded
 rows only (stability), whatever the hash. The hash is dpkit's own (AES-CMAC over a canonical
@@ -296,10 +300,10 @@ def bound(
     """Steps 2–5: returns (per-key totals, per-(key, bucket) counts or None), both lazy.
 
     A unit with at most ``L0`` (unit, key) pairs, at most ``L∞`` rows in each and at most
-    ``L1`` rows in all keeps every row whatever the hashes: such units are summed from their
-    pairs' totals, and only the other units' rows go through the selection (the same rows kept,
-    without sorting every row by its hash). Which units those are is decided per unit from its
-    own rows only.
+    ``L1`` rows in all keeps every row whatever the hashes: with an ``L1`` cap, or without keys
+    and with ``L∞ > 1``, such units are summed from their pairs' totals and only the other
+    units' rows go through the selection (the same rows kept). Which units
+    those are is decided per unit from its own rows only.
 
     The selection's totals without buckets or an ``L1`` cap come from :func:`sorted_totals`
     when ``sort`` is true (default: in memory, where :func:`sort_is_faster`), else from the
@@ -309,7 +313,15 @@ def bound(
     pl = polars()
     values = [m.measure for m in plan.measures if m.measure.kind == "value"]
     buckets = [m.measure for m in plan.measures if m.measure.kind == "bucket"]
-    if buckets or any(plan.of(m).pair_clip is not None for m in values):
+    # Set apart where the selection is costliest: an L1 cap (rows listed, exploded, ranked per
+    # unit) or one group with L∞ > 1 (every row sorted by hash for a cap that typical units
+    # do not reach). Elsewhere (a packed min per pair, or keys whose pairs are sorted anyway)
+    # it would cost more than it saves where most units exceed a bound: a choice from the
+    # query's bounds alone, never from the data.
+    useful = bounding.max_rows_per_unit is not None or (
+        layout.keys == (ALL,) and bounding.max_rows > 1
+    )
+    if not useful or buckets or any(plan.of(m).pair_clip is not None for m in values):
         return _bound(prep, layout, plan, bounding, streaming=streaming, sort=sort)
     unit, keys = layout.unit, list(layout.keys)
     names = [m.name for m in values]
@@ -420,7 +432,9 @@ def _bound(
         weight = pl.col("__t").replace_strict(list(range(1, l0 + 1)), w[1:], return_dtype=pl.Int64)
         pairs = pairs.with_columns(weight.alias(WEIGHT)).drop("__keep", "__t")
     else:
-        pairs = pairs.filter(keep).with_columns(pl.lit(0, dtype=pl.Int64).alias(WEIGHT))
+        if layout.keys != (ALL,):  # without keys a unit has one pair, which L0 >= 1 keeps
+            pairs = pairs.filter(keep)
+        pairs = pairs.with_columns(pl.lit(0, dtype=pl.Int64).alias(WEIGHT))
     if not row_path:
         totals = pairs.group_by(keys).agg(
             pl.col(ROWS).sum(),
