@@ -18,6 +18,10 @@ Steps 2, 3 and 5 without buckets or ``L1`` run either as one sort and running co
 pair (a packed ``min`` for ``L∞ = 1``, a sort by hash then ``head`` otherwise) and a window per
 unit (the streaming engine, Polars 2.x, buckets and ``L1``).
 
+A unit within every bound (at most ``L0`` pairs, ``L∞`` rows in each, ``L1`` rows in all) keeps
+all its rows whatever the hashes: it is summed from its pairs' totals, and only the other units'
+rows are sorted and ranked (:func:`bound`).
+
 Which rows survive depends only on that unit's own rows and the key — never on data order or on
 other units — so adding or removing one unit changes the bounded table by that unit's bounded
 rows only (stability), whatever the hash. The hash is dpkit's own (AES-CMAC over a canonical
@@ -56,6 +60,7 @@ __all__ = [
 ALL = "__all"  # the constant key of an aggregate without group-by
 H, G, UNITS, ROWS, WEIGHT = "__h", "__g", "__units", "__rows", "__weight"
 OCC = "__occ"  # a row's occurrence number among identical rows (each row its own unit)
+NPAIRS = "__npairs"  # a unit's number of (unit, key) pairs
 
 
 @dataclass(frozen=True)
@@ -294,10 +299,94 @@ def bound(
 ) -> tuple[Any, Any]:
     """Steps 2–5: returns (per-key totals, per-(key, bucket) counts or None), both lazy.
 
-    Totals without buckets or an ``L1`` cap come from :func:`sorted_totals` when ``sort`` is
-    true (default: in memory, where :func:`sort_is_faster`), else from the group-by plan, which
-    the streaming engine runs without holding every row. Both keep the same rows.
+    A unit with at most ``L0`` (unit, key) pairs, at most ``L∞`` rows in each and at most
+    ``L1`` rows in all keeps every row whatever the hashes: with an ``L1`` cap, or without keys
+    and with ``L∞ > 1``, such units are summed from their pairs' totals and only the other
+    units' rows go through the selection (the same rows kept). Which units
+    those are is decided per unit from its own rows only.
+
+    The selection's totals without buckets or an ``L1`` cap come from :func:`sorted_totals`
+    when ``sort`` is true (default: in memory, where :func:`sort_is_faster`), else from the
+    group-by plan, which the streaming engine runs without holding every row. Both keep the
+    same rows.
     """
+    pl = polars()
+    values = [m.measure for m in plan.measures if m.measure.kind == "value"]
+    buckets = [m.measure for m in plan.measures if m.measure.kind == "bucket"]
+    # Set apart where the selection is costliest: an L1 cap (rows listed, exploded, ranked per
+    # unit) or one group with L∞ > 1 (every row sorted by hash for a cap that typical units
+    # do not reach). Elsewhere (a packed min per pair, or keys whose pairs are sorted anyway)
+    # it would cost more than it saves where most units exceed a bound: a choice from the
+    # query's bounds alone, never from the data.
+    useful = bounding.max_rows_per_unit is not None or (
+        layout.keys == (ALL,) and bounding.max_rows > 1
+    )
+    if not useful or buckets or any(plan.of(m).pair_clip is not None for m in values):
+        return _bound(prep, layout, plan, bounding, streaming=streaming, sort=sort)
+    unit, keys = layout.unit, list(layout.keys)
+    names = [m.name for m in values]
+    pairs, flags = whole_units(prep, layout, bounding, names)
+    selected = flags.filter(~pl.col("__whole")).select(unit)
+    others, _ = _bound(
+        prep.join(selected, on=unit, how="semi"), layout, plan, bounding,
+        streaming=streaming, sort=sort,
+    )  # fmt: skip
+    kept = pairs.join(flags.filter(pl.col("__whole")), on=unit, how="inner")
+    zero = pl.lit(0, dtype=pl.Int64)
+    if _gaussian_weights(plan):  # every pair of a whole unit is kept: t is its pairs
+        l0 = bounding.max_groups
+        w = weights(l0)
+        weight = pl.col(NPAIRS).replace_strict(list(range(1, l0 + 1)), w[1:], return_dtype=pl.Int64)
+    else:
+        weight = zero
+    mine = kept.group_by(keys).agg(
+        pl.col(ROWS).sum(), *(pl.col(n).sum() for n in names),
+        pl.len().cast(pl.Int64).alias(UNITS), weight.sum().cast(pl.Int64).alias(WEIGHT),
+    )  # fmt: skip
+    order = others.collect_schema().names()
+    cast = [pl.col(c).cast(pl.Int64) for c in (ROWS, *names, UNITS, WEIGHT)]
+    # a null key is a group of its own, NaN one group: group_by's equality, as in one pass
+    both = pl.concat([f.select(*keys, *cast) for f in (others, mine)])
+    return both.group_by(keys).agg(pl.all().sum()).select(order), None
+
+
+def whole_units(
+    prep: Any, layout: Layout, bounding: Bounding, names: Sequence[str] = ()
+) -> tuple[Any, Any]:
+    """(each (unit, key) pair's rows and sums of ``names``; each unit's number of pairs
+    :data:`NPAIRS` and whether every bound keeps all its rows, ``__whole``), both lazy."""
+    pl = polars()
+    unit, keys = layout.unit, list(layout.keys)
+    pairs = prep.group_by([unit, *keys]).agg(
+        pl.len().cast(pl.Int64).alias(ROWS), *(pl.col(n).sum() for n in names)
+    )
+    # computed once: both the units' flags and the whole units' totals read it
+    pairs = pairs.cache()
+    if layout.keys == (ALL,):  # no group-by: a unit's one pair holds all its rows
+        units = pairs.select(unit, pl.lit(1, dtype=pl.Int64).alias(NPAIRS), pl.col(ROWS))
+        most = total = pl.col(ROWS)
+    else:
+        units = pairs.group_by(unit).agg(
+            pl.len().cast(pl.Int64).alias(NPAIRS), pl.col(ROWS).max().alias("__pmax"),
+            pl.col(ROWS).sum(),
+        )  # fmt: skip
+        most, total = pl.col("__pmax"), pl.col(ROWS)
+    whole = (pl.col(NPAIRS) <= bounding.max_groups) & (most <= bounding.max_rows)
+    if bounding.max_rows_per_unit is not None:
+        whole = whole & (total <= bounding.max_rows_per_unit)
+    return pairs, units.select(unit, NPAIRS, whole.alias("__whole"))
+
+
+def _bound(
+    prep: Any,
+    layout: Layout,
+    plan: NoisePlan,
+    bounding: Bounding,
+    *,
+    streaming: bool = False,
+    sort: bool | None = None,
+) -> tuple[Any, Any]:
+    """:func:`bound`'s selection, on every unit given."""
     pl = polars()
     unit, keys = layout.unit, list(layout.keys)
     values = [m.measure for m in plan.measures if m.measure.kind == "value"]
@@ -343,7 +432,9 @@ def bound(
         weight = pl.col("__t").replace_strict(list(range(1, l0 + 1)), w[1:], return_dtype=pl.Int64)
         pairs = pairs.with_columns(weight.alias(WEIGHT)).drop("__keep", "__t")
     else:
-        pairs = pairs.filter(keep).with_columns(pl.lit(0, dtype=pl.Int64).alias(WEIGHT))
+        if layout.keys != (ALL,):  # without keys a unit has one pair, which L0 >= 1 keeps
+            pairs = pairs.filter(keep)
+        pairs = pairs.with_columns(pl.lit(0, dtype=pl.Int64).alias(WEIGHT))
     if not row_path:
         totals = pairs.group_by(keys).agg(
             pl.col(ROWS).sum(),

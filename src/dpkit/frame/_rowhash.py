@@ -156,21 +156,20 @@ def cmac_words(key: tuple[int, int], words: Sequence[U64], n: int | None = None)
 def _text_words(values: Any, key: tuple[int, int], binary: bool) -> U64:
     """Keyed BLAKE2b-64 of each distinct text (or bytes), mapped back to the rows.
 
-    Arrow's dictionary encoding (a hash table, one pass) finds the distinct values and each
-    row's index among them; a null is an entry of its own, whose word is 0."""
-    pc = importlib.import_module("pyarrow.compute")
+    The distinct values are hashed once each (in Python), then mapped back to the rows by
+    Polars' hash table in one pass; a null's word is 0."""
+    pl = polars()
     blake_key = _key_bytes(key)
-    arrow = values.to_arrow()
-    if hasattr(arrow, "combine_chunks"):  # a chunked array: one dictionary for all chunks
-        arrow = arrow.combine_chunks()
-    encoded = pc.dictionary_encode(arrow, null_encoding="encode")
-    table = np.zeros(len(encoded.dictionary), dtype=np.uint64)
-    for i, v in enumerate(encoded.dictionary.to_pylist()):
-        if v is not None:
-            data = v if binary else v.encode("utf-8")
-            d = hashlib.blake2b(data, digest_size=8, key=blake_key).digest()
-            table[i] = int.from_bytes(d, "little")
-    return table[encoded.indices.to_numpy()]  # type: ignore[no-any-return]
+    distinct = values.drop_nulls().unique()
+    table = []
+    for v in distinct.to_list():
+        data = v if binary else v.encode("utf-8")
+        d = hashlib.blake2b(data, digest_size=8, key=blake_key).digest()
+        table.append(int.from_bytes(d, "little"))
+    words = values.replace_strict(
+        distinct, pl.Series(table, dtype=pl.UInt64), default=None, return_dtype=pl.UInt64
+    )
+    return np.asarray(words.fill_null(0).to_numpy(), dtype=np.uint64)
 
 
 def _float_words(values: Any) -> U64:

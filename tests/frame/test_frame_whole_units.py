@@ -1,0 +1,122 @@
+"""Units within every bound are summed whole; only the others go through the selection.
+
+The split must keep exactly the rows the selection alone keeps: checked against the selection
+run on every unit, on tables mixing units within and beyond each bound (L∞, L0, L1), with keys
+whose equality is subtle (null, NaN, −0.0) and with the selection weights of private keys.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+
+import dpkit.frame as dpf
+from dpkit.frame._calibrate import Bounding
+from dpkit.frame._pipeline import NPAIRS, _bound, bound, prepare, whole_units
+
+B = (0.0, 100.0)
+SEEDS = (5, 6, 7, 8)
+
+
+def _table(seed: int, units: int = 400, rows: int = 1200) -> pl.DataFrame:
+    # most units have 1–4 rows (within the bounds below), a few have dozens (beyond them)
+    g = np.random.default_rng(seed)
+    user = np.concatenate([g.integers(0, units, rows), np.repeat([units, units + 1], 40)])
+    n = user.size
+    key = g.integers(0, 6, n).astype(float)
+    key[g.random(n) < 0.05] = np.nan
+    key[g.random(n) < 0.05] = -0.0
+    return pl.DataFrame(
+        {
+            "user": user,
+            "key": pl.Series(key).fill_nan(None).fill_null(float("nan")),
+            "k2": pl.Series(g.choice(["a", "b"], n)).scatter(np.arange(0, n, 13), None),
+            "x": np.round(g.uniform(-20, 120, n), 3),
+        }
+    )
+
+
+def _plans(df: pl.DataFrame, bounding: Bounding, keys: tuple[str, ...]) -> tuple[Any, ...]:
+    q = dpf.Query(df, privacy_unit="user")
+    if keys:
+        gq = q.group_by(
+            *keys,
+            max_rows=bounding.max_rows,
+            max_groups=bounding.max_groups,
+            max_rows_per_unit=bounding.max_rows_per_unit,
+        ).agg(dpf.count(), dpf.count_units(), dpf.sum("x", bounds=B))
+    else:
+        gq = q.agg(dpf.count(), dpf.mean("x", bounds=B), max_rows=bounding.max_rows)
+    plan = gq.explain(epsilon=1.0, delta=1e-6).plan
+    layout = gq._layout()
+    prep = prepare(gq._source(), layout, plan, SEEDS, own_unit=False)
+    return prep, layout, plan
+
+
+CASES = [
+    (Bounding(3, 3, 3, False), ("key", "k2")),  # L1: SmartNoise's max_ids
+    (Bounding(2, 2, 3, False), ("key",)),
+    (Bounding(3, 1, None, False), ()),  # no GROUP BY, L∞ > 1: one pair per unit
+    (Bounding(2, 1, 2, False), ()),
+]
+
+
+@pytest.mark.parametrize(("bounding", "keys"), CASES)
+@pytest.mark.parametrize("sort", [True, False])
+def test_split_keeps_the_rows_the_selection_keeps(
+    bounding: Bounding, keys: tuple[str, ...], sort: bool
+) -> None:
+    prep, layout, plan = _plans(_table(len(keys) + bounding.max_rows), bounding, keys)
+    got, _ = bound(prep, layout, plan, bounding, sort=sort)
+    want, _ = _bound(prep, layout, plan, bounding, sort=sort)
+    by = list(layout.keys)
+    got, want = got.collect().sort(by), want.collect().sort(by)
+    assert got.columns == want.columns
+    assert got.equals(want)
+    # both kinds of units are there: the split is exercised, not bypassed
+    flags = whole_units(prep, layout, bounding)[1].collect()
+    assert 0 < int(flags["__whole"].sum()) < flags.height
+
+
+def test_private_keys_weights_are_the_selections() -> None:
+    # Gaussian key selection weighs each kept pair by floor(2^20/√t), t the unit's kept keys
+    df = _table(3)
+    q = dpf.Query(df, privacy_unit="user")
+    gq = q.group_by("key", max_rows=2, max_groups=3, max_rows_per_unit=4)
+    gq = gq.agg(dpf.count(), dpf.sum("x", bounds=B))
+    plan = gq.explain(epsilon=1.0, delta=1e-6, selection="gaussian").plan
+    assert plan.selection is not None and plan.selection.method == "gaussian"
+    layout = gq._layout()
+    b = Bounding(2, 3, 4, False)
+    prep = prepare(gq._source(), layout, plan, SEEDS, own_unit=False)
+    for sort in (True, False):
+        got = bound(prep, layout, plan, b, sort=sort)[0].collect().sort("key")
+        want = _bound(prep, layout, plan, b, sort=sort)[0].collect().sort("key")
+        assert got.equals(want) and int(got["__weight"].sum()) > 0
+
+
+def test_a_unit_at_a_bound_is_whole_and_one_beyond_it_is_selected() -> None:
+    # user 1: 3 rows in one key (= L∞); user 2: 4 rows (> L∞); user 3: 2 keys (= L0);
+    # user 4: 3 keys (> L0); user 5: 3 rows over 3 keys with L1 = 2 (> L1)
+    df = pl.DataFrame(
+        {
+            "user": [1, 1, 1, 2, 2, 2, 2, 3, 3, 4, 4, 4, 5, 5, 5],
+            "key": ["a", "a", "a", "a", "a", "a", "a", "a", "b", "a", "b", "c", "a", "b", "a"],
+            "x": [1.0] * 15,
+        }
+    )
+    gq = dpf.Query(df, privacy_unit="user").group_by("key", max_rows=3, max_groups=2)
+    gq = gq.agg(dpf.count())
+    plan = gq.explain(epsilon=1.0, delta=1e-6).plan
+    layout = gq._layout()
+    prep = prepare(gq._source(), layout, plan, SEEDS, own_unit=False)
+
+    def whole(b: Bounding) -> dict[int, int]:
+        flags = whole_units(prep, layout, b)[1].filter(pl.col("__whole")).collect()
+        return dict(flags.select(layout.unit, NPAIRS).iter_rows())
+
+    assert whole(Bounding(3, 2, None, False)) == {1: 1, 3: 2, 5: 2}
+    assert whole(Bounding(3, 2, 2, False)) == {3: 2}
