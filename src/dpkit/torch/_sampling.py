@@ -131,6 +131,32 @@ class PrivateLoader:
     def __len__(self) -> int:
         return self.steps_per_epoch
 
+    def state_dict(self) -> dict[str, Any]:
+        """The current epoch's permutation (shuffling only): a run resumed mid-epoch must take
+        the rest of the epoch's batches from it, or an example could be in two of its steps."""
+        if self.sampling != "shuffle" or self._perm is None:
+            return {}
+        return {"perm_epoch": self._perm_epoch, "perm": self._perm.tolist()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` (an empty one keeps the loader as it is)."""
+        if not state:
+            return
+        if self.sampling != "shuffle":
+            raise PrivacyParameterError("the checkpoint's loader state is for shuffling.")
+        perm = np.asarray(state.get("perm"), dtype=np.int64)
+        epoch = state.get("perm_epoch")
+        if (
+            isinstance(epoch, bool)
+            or not isinstance(epoch, int)
+            or perm.shape != (self._count(),)
+            or not np.array_equal(np.sort(perm), np.arange(self._count()))
+        ):
+            raise PrivacyParameterError(
+                "the checkpoint's permutation is not one of this loader's examples."
+            )
+        self._perm, self._perm_epoch = perm, epoch
+
     def fetch(self, idx: np.ndarray) -> tuple[Tensor, ...]:
         """The examples at ``idx``, collated into tensors."""
         if self._tensors is not None:
