@@ -11,7 +11,11 @@ Adaptive clipping (Andrew, Thakkar, McMahan & Ramaswamy 2021, "Differentially Pr
 with Adaptive Clipping") clips to the current norm C_t, rescales each clipped gradient by C₀/C_t
 (so the sum keeps the planned sensitivity C₀ and the planned noise; the optimizer scales the noisy
 sum back by C_t/C₀) and counts Σ(b_i − ½) with b_i = [‖g_i‖ ≤ C_t]; after each step the noisy
-count moves C_t geometrically toward the target quantile of the norms.
+count moves C_t geometrically toward the target quantile of the norms. Per-layer adaptive clipping
+keeps one norm C_{l,t} per layer, each tracking the quantile of its layer's norms from its own
+noisy count, clips layer l's part to C_{l,t} (the whole to S_t = √Σ C_{l,t}², as in McMahan et al.
+2018's per-layer clipping) and rescales by C₀/S_t, so the noise is again the planned one times
+S_t/C₀.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -32,6 +37,7 @@ __all__ = ["Clipper", "check_module"]
 # Clip to C·(1 − 2⁻¹⁶): float32 norms carry a relative error far below this margin, so every
 # clipped gradient's true norm stays within C.
 _MARGIN = 1.0 - 2.0**-16
+CLIPPINGS = ("flat", "per_layer", "adaptive", "adaptive_per_layer")
 _MIXING = (nn.modules.batchnorm._BatchNorm, nn.SyncBatchNorm)
 
 
@@ -70,7 +76,9 @@ class Clipper:
     ``clipping="flat"`` clips each example's whole gradient to ``max_grad_norm``;
     ``"per_layer"`` clips each layer's part to ``max_grad_norm/√L`` (L layers), so the whole
     gradient's norm is again at most ``max_grad_norm``; ``"adaptive"`` clips the whole gradient
-    to a norm that follows the ``target_quantile`` of the gradient norms (see the module).
+    to a norm that follows the ``target_quantile`` of the gradient norms (see the module);
+    ``"adaptive_per_layer"`` clips each layer's part to its own such norm (starting at
+    ``max_grad_norm/√L``), each following the quantile of that layer's norms.
     """
 
     def __init__(
@@ -82,15 +90,17 @@ class Clipper:
         target_quantile: float = 0.5,
         clip_learning_rate: float = 0.2,
     ) -> None:
-        if clipping not in ("flat", "per_layer", "adaptive"):
-            raise PrivacyParameterError('clipping must be "flat", "per_layer" or "adaptive".')
+        if clipping not in CLIPPINGS:
+            raise PrivacyParameterError(
+                'clipping must be "flat", "per_layer", "adaptive" or "adaptive_per_layer".'
+            )
         for v, name, lo, hi in (
             (target_quantile, "target_quantile", 0.0, 1.0),
             (clip_learning_rate, "clip_learning_rate", 0.0, math.inf),
         ):
             if isinstance(v, bool) or not isinstance(v, int | float) or not lo < v < hi:
                 raise PrivacyParameterError(f"{name} must be a number in ({lo:g}, {hi:g}).")
-        self.adaptive = clipping == "adaptive"
+        self.adaptive = clipping in ("adaptive", "adaptive_per_layer")
         self.target_quantile = float(target_quantile)
         self.clip_learning_rate = float(clip_learning_rate)
         self.clip_norm = float(max_grad_norm)  # C_t (adaptive), starts at C₀
@@ -98,6 +108,13 @@ class Clipper:
         self.model = model
         self.rules: list[LayerRule] = [rule_for(m) for m in check_module(model)]
         self.params = [p for r in self.rules for p in r.params]
+        # per-layer adaptive: C_{l,t} from C₀/√L each, and the running counts Σ_i(b_{i,l} − ½)
+        start = float(max_grad_norm) / math.sqrt(len(self.rules))
+        self.layer_norms: list[float] | None = None
+        if clipping == "adaptive_per_layer":
+            self.layer_norms = [start] * len(self.rules)
+            self.clip_norm = math.sqrt(sum(c * c for c in self.layer_norms))
+        self._counts: Tensor | None = None
         self.max_grad_norm = max_grad_norm
         self.clipping = clipping
         self._calls: dict[nn.Module, list[Captured]] = {r.module: [] for r in self.rules}
@@ -137,6 +154,19 @@ class Clipper:
         """Forget the running sums (start of a logical batch)."""
         self._sums = None
         self.unclipped = 0.0
+        self._counts = None
+
+    @property
+    def layer_counts(self) -> list[float]:
+        """Per-layer adaptive clipping: Σ_i(b_{i,l} − ½) per layer since :meth:`reset`."""
+        if self._counts is None:
+            return [0.0] * len(self.rules)
+        return [float(v) for v in self._counts.tolist()]
+
+    def set_layer_norms(self, norms: list[float]) -> None:
+        """Per-layer adaptive clipping: the layers' norms C_{l,t} (and S_t from them)."""
+        self.layer_norms = [float(c) for c in norms]
+        self.clip_norm = math.sqrt(sum(c * c for c in self.layer_norms))
 
     @property
     def output_scale(self) -> float:
@@ -152,12 +182,28 @@ class Clipper:
         """
         if not self.adaptive:
             return
+        if self.layer_norms is not None:
+            self._adapt_layers(gen, sigma=count_sigma, grid=count_grid, expected=expected)
+            return
         noisy = float(gaussian(self.unclipped, count_sigma, grid=count_grid, rng=gen))
         frac = noisy / expected + 0.5
         step = max(-50.0, min(50.0, -self.clip_learning_rate * (frac - self.target_quantile)))
         # a data-independent range keeps C_t a normal positive float whatever the noise draws
         c0 = self.max_grad_norm
         self.clip_norm = min(max(self.clip_norm * math.exp(step), c0 * 1e-12), c0 * 1e12)
+
+    def _adapt_layers(self, gen: Any, *, sigma: float, grid: int, expected: float) -> None:
+        """One noisy count per layer (one Gaussian release of the L counts), one update each."""
+        assert self.layer_norms is not None
+        counts = np.asarray(self.layer_counts, dtype=np.float64)
+        noisy = np.asarray(gaussian(counts, sigma, grid=grid, rng=gen))
+        c0 = self.max_grad_norm / math.sqrt(len(self.rules))
+        out = []
+        for c, n in zip(self.layer_norms, noisy.tolist(), strict=True):
+            frac = n / expected + 0.5
+            step = max(-50.0, min(50.0, -self.clip_learning_rate * (frac - self.target_quantile)))
+            out.append(min(max(c * math.exp(step), c0 * 1e-12), c0 * 1e12))
+        self.set_layer_norms(out)
 
     def discard(self) -> None:
         """Forget recorded layer calls (a forward pass that will not be backpropagated)."""
@@ -250,7 +296,10 @@ class Clipper:
                 for r, c in zip(self.rules, layer_calls, strict=True)
             ]
         )
-        if self.clipping != "per_layer":
+        if self.layer_norms is not None:
+            factors = self._adaptive_layer_factors(norms2, mask)
+            keep = mask & torch.isfinite(norms2).all(0)
+        elif self.clipping != "per_layer":
             norm = self.clip_norm if self.adaptive else self.max_grad_norm
             bound = norm * _MARGIN
             total = norms2.sum(0).sqrt()
@@ -285,6 +334,20 @@ class Clipper:
             self._sums = new
         else:
             self._sums = [s + g for s, g in zip(self._sums, new, strict=True)]
+
+    def _adaptive_layer_factors(self, norms2: Tensor, mask: Tensor) -> list[Tensor]:
+        """Clip layer l to C_{l,t}, rescale by C₀/S_t; count the unclipped per layer."""
+        assert self.layer_norms is not None
+        bounds = torch.tensor(self.layer_norms, dtype=torch.float64, device=norms2.device)
+        n = norms2.sqrt()
+        ok = mask & torch.isfinite(norms2).all(0)
+        below = (ok & (n <= bounds[:, None])).sum(1).to(torch.float64)
+        counts = below - 0.5 * mask.sum().to(torch.float64)  # on the device: no host wait
+        self._counts = counts if self._counts is None else self._counts + counts
+        rescale = self.max_grad_norm / self.clip_norm  # sensitivity C₀ as planned
+        f = (bounds[:, None] * _MARGIN / n.clamp_min(1e-300)).clamp(max=1.0) * rescale
+        f = torch.where(ok, f, 0.0)
+        return list(f.unbind(0))
 
 
 ZERO_ON_DEVICE = True

@@ -203,6 +203,8 @@ class PrivateOptimizer:
         }
         if self.clipper.adaptive:
             state["clip_norm"] = self.clipper.clip_norm
+        if self.clipper.layer_norms is not None:
+            state["clip_norms"] = list(self.clipper.layer_norms)
         if not is_secure(self._gen):
             state["rng"] = _plain(self._gen.bit_generator.state)
             if self._device_noise is not None:
@@ -237,6 +239,13 @@ class PrivateOptimizer:
             and (isinstance(c, bool) or not isinstance(c, float) or not 0 < c < math.inf)
         ):
             raise PrivacyParameterError("clip_norm must be a finite positive float.")
+        norms = state.get("clip_norms")
+        if self.clipper.layer_norms is not None and norms is not None:
+            if not isinstance(norms, list) or len(norms) != len(self.clipper.layer_norms):
+                raise PrivacyParameterError("clip_norms must hold one norm per layer.")
+            for v in norms:
+                if isinstance(v, bool) or not isinstance(v, float) or not 0 < v < math.inf:
+                    raise PrivacyParameterError("clip_norms must be finite positive floats.")
         self.original_optimizer.load_state_dict(state["optimizer"])
         if not secure and "rng" in state:
             try:
@@ -253,7 +262,10 @@ class PrivateOptimizer:
         self.steps_taken = taken
         self.loader.position = taken
         self.loader.load_state_dict(state.get("loader", {}))
-        if self.clipper.adaptive and c is not None:
+        if self.clipper.layer_norms is not None:
+            if norms is not None:
+                self.clipper.set_layer_norms(norms)
+        elif self.clipper.adaptive and c is not None:
             self.clipper.clip_norm = c
 
 
