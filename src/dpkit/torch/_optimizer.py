@@ -77,6 +77,8 @@ class PrivateOptimizer:
         self.loader = loader
         self._gen = gen
         self.steps_taken = 0
+        # an audit's gradient canaries (dpkit.torch.GradientCanaries), added before the noise
+        self.canaries: Any = None
         # the logical batch the running sums come from, and its physical batches already used:
         # a step charged for one Poisson draw must hold each sampled example once, no other
         self._batch: LogicalBatch | None = None
@@ -158,7 +160,12 @@ class PrivateOptimizer:
                 "whole batch (the sampling the accounting assumes) before stepping."
             )
         sums = self.clipper.sums
-        out = self._noisy(torch.cat([s.reshape(-1) for s in sums]).to(torch.float64))
+        flat = torch.cat([s.reshape(-1) for s in sums]).to(torch.float64)
+        if self.canaries is not None:
+            self.canaries.insert(flat)
+        out = self._noisy(flat)
+        if self.canaries is not None:
+            self.canaries.observe(out)
         out /= self.plan.expected_batch_size
         out *= self.clipper.output_scale  # adaptive clipping: back from C₀ to C_t
         k = 0
