@@ -66,6 +66,10 @@ class LogicalBatch:
 
     def _physical(self) -> Iterator[tuple[Tensor, ...]]:
         p = self._loader.physical_batch_size
+        tensors = self._loader._tensors
+        if tensors is not None and len(self.indices):
+            yield from self._gathered(tensors, p)
+            return
         for start in range(0, len(self.indices), p):
             chunk = self.indices[start : start + p]
             if len(chunk) < p:  # pad whole rows: the shape stays fixed
@@ -75,6 +79,26 @@ class LogicalBatch:
             self.mask = torch.from_numpy(real)
             # padded rows repeat a real example (masked out): no value is invented
             yield self._loader.fetch(np.where(real, flat, flat[0]))
+            self.done += 1
+
+    def _gathered(self, tensors: tuple[Tensor, ...], p: int) -> Iterator[tuple[Tensor, ...]]:
+        """Physical batches of a ``TensorDataset``: the step's indices go to the data's device
+        in one copy (from pinned memory, not waited for), and each physical batch's indices,
+        mask and padding are made there, so no physical batch stalls the host."""
+        rows = len(self.indices)
+        k = -(-rows // p)
+        padded = np.full((k * p, self.indices.shape[1]), -1, dtype=np.int64)
+        padded[:rows] = self.indices
+        device = tensors[0].device
+        idx = torch.from_numpy(padded.reshape(k, -1))
+        if device.type == "cuda":
+            idx = idx.pin_memory().to(device, non_blocking=True)
+        for chunk in idx.to(device):
+            real = chunk >= 0
+            self.mask = real
+            # padded rows repeat a real example (masked out): no value is invented
+            at = torch.where(real, chunk, chunk[0])
+            yield tuple(x[at.to(x.device)] for x in tensors)
             self.done += 1
 
 
