@@ -104,7 +104,6 @@ class Clipper:
         self.target_quantile = float(target_quantile)
         self.clip_learning_rate = float(clip_learning_rate)
         self.clip_norm = float(max_grad_norm)  # C_t (adaptive), starts at C₀
-        self.unclipped = 0.0  # Σ(b_i − ½) over the logical batch (adaptive)
         self.model = model
         self.rules: list[LayerRule] = [rule_for(m) for m in check_module(model)]
         self.params = [p for r in self.rules for p in r.params]
@@ -153,8 +152,15 @@ class Clipper:
     def reset(self) -> None:
         """Forget the running sums (start of a logical batch)."""
         self._sums = None
-        self.unclipped = 0.0
         self._counts = None
+
+    @property
+    def unclipped(self) -> float:
+        """Adaptive clipping: Σ(b_i − ½) over the logical batch so far (read from the device)."""
+        if self._counts is None or self.layer_norms is not None:
+            return 0.0
+        below, real = (int(v) for v in self._counts.tolist())
+        return below - 0.5 * real
 
     @property
     def layer_counts(self) -> list[float]:
@@ -290,39 +296,40 @@ class Clipper:
             mask = rows.reshape(-1, group).any(1)
         else:
             mask = rows
+        # every layer's per-example squared norms in one (L, B) tensor, converted once; the
+        # clipping below is a few operations on it whatever the number of layers
         norms2 = torch.stack(
-            [
-                r.norms2(c, group).to(torch.float64)
-                for r, c in zip(self.rules, layer_calls, strict=True)
-            ]
-        )
+            [r.norms2(c, group) for r, c in zip(self.rules, layer_calls, strict=True)]
+        ).to(torch.float64)
         if self.layer_norms is not None:
-            factors = self._adaptive_layer_factors(norms2, mask)
-            keep = mask & torch.isfinite(norms2).all(0)
+            f = self._adaptive_layer_factors(norms2, mask)
+            keep = mask & _finite(norms2).all(0)
         elif self.clipping != "per_layer":
             norm = self.clip_norm if self.adaptive else self.max_grad_norm
             bound = norm * _MARGIN
             total = norms2.sum(0).sqrt()
-            ok = mask & torch.isfinite(total)
+            ok = mask & (total < math.inf)  # total ≥ 0 or NaN: finite exactly when below inf
             c = torch.where(ok, (bound / total.clamp_min(1e-300)).clamp(max=1.0), 0.0)
             if self.adaptive:
-                below = int((ok & (total <= norm)).sum())
-                self.unclipped += below - 0.5 * int(mask.sum())
+                # counted on the norms' device, read once per step (no host wait per batch)
+                counts = torch.stack(((ok & (total <= norm)).sum(), mask.sum()))
+                self._counts = counts if self._counts is None else self._counts + counts
                 c = c * (self.max_grad_norm / norm)  # sensitivity C₀ as planned
-            factors = [c] * len(self.rules)
+            f = c[None]
             keep = ok
         else:
             bound = self.max_grad_norm / math.sqrt(len(self.rules)) * _MARGIN
-            n = norms2.sqrt()
-            ok = mask & torch.isfinite(norms2).all(0)
-            factors = [
-                torch.where(ok, (bound / n[i].clamp_min(1e-300)).clamp(max=1.0), 0.0)
-                for i in range(len(self.rules))
-            ]
+            ok = mask & _finite(norms2).all(0)
+            f = torch.where(ok, (bound / norms2.sqrt().clamp_min(1e-300)).clamp(max=1.0), 0.0)
             keep = ok
         if group > 1:
             keep = keep.repeat_interleave(group)
-            factors = [f.repeat_interleave(group) for f in factors]
+            f = f.repeat_interleave(group, dim=1)
+        dtypes = {p.dtype for p in self.params}
+        dtypes |= {c.grad.dtype for calls in layer_calls for c in calls if c.grad is not None}
+        if len(dtypes) == 1:  # each layer's rule would convert to it: once here instead
+            f = f.to(dtypes.pop())
+        factors = list(f.unbind(0)) if f.shape[0] > 1 else [f[0]] * len(self.rules)
         if _may_drop(keep):
             _zero_dropped(layer_calls, keep)
         new = [
@@ -332,22 +339,26 @@ class Clipper:
         ]
         if self._sums is None:
             self._sums = new
-        else:
-            self._sums = [s + g for s, g in zip(self._sums, new, strict=True)]
+        else:  # the sums are this clipper's own tensors: added in place, one fused op
+            torch._foreach_add_(self._sums, new)
 
-    def _adaptive_layer_factors(self, norms2: Tensor, mask: Tensor) -> list[Tensor]:
+    def _adaptive_layer_factors(self, norms2: Tensor, mask: Tensor) -> Tensor:
         """Clip layer l to C_{l,t}, rescale by C₀/S_t; count the unclipped per layer."""
         assert self.layer_norms is not None
         bounds = torch.tensor(self.layer_norms, dtype=torch.float64, device=norms2.device)
         n = norms2.sqrt()
-        ok = mask & torch.isfinite(norms2).all(0)
+        ok = mask & _finite(norms2).all(0)
         below = (ok & (n <= bounds[:, None])).sum(1).to(torch.float64)
         counts = below - 0.5 * mask.sum().to(torch.float64)  # on the device: no host wait
         self._counts = counts if self._counts is None else self._counts + counts
         rescale = self.max_grad_norm / self.clip_norm  # sensitivity C₀ as planned
         f = (bounds[:, None] * _MARGIN / n.clamp_min(1e-300)).clamp(max=1.0) * rescale
-        f = torch.where(ok, f, 0.0)
-        return list(f.unbind(0))
+        return torch.where(ok, f, 0.0)
+
+
+def _finite(x: Tensor) -> Tensor:
+    """``isfinite`` in two operations (``|x| < inf``) rather than its four."""
+    return x.abs() < math.inf
 
 
 ZERO_ON_DEVICE = True
@@ -368,6 +379,8 @@ def _zero_dropped(layer_calls: list[list[Captured]], keep: Tensor) -> None:
             call.inputs = tuple(_where(keep, a) for a in call.inputs)
             assert call.grad is not None
             call.grad = _where(keep, call.grad)
+            if call.per is not None:  # per-example gradients kept from the norms
+                call.per = [_where(keep, g) for g in call.per]
             if call.view is not None:  # a convolution's patches: zeroed, not made again
                 call.view.inputs = tuple(_where(keep, a) for a in call.view.inputs)
                 call.view.grad = _where(keep, call.view.grad)
