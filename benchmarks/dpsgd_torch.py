@@ -9,7 +9,9 @@ on the device). Times are medians of repeated steps (on a GPU each timed step en
 synchronisation); ratios are to the non-private step of the same run. "noise share" is the mean
 time of the noise alone per step (pool refills included, over several refills) over the mean
 private step. ``--profile`` (CUDA) prints, for one clip-only dpkit step of each model, the top
-ops by device and host time and the number of host-device synchronisations.
+ops by device and host time and the number of host-device synchronisations. ``--ops`` counts
+the compute operations of one step (aten operations that are not views, from the CPU profiler):
+a proxy for kernel launches where no GPU is at hand.
 """
 
 from __future__ import annotations
@@ -199,6 +201,67 @@ def profile_step(title: str, step: Callable[[], None]) -> None:
     print(f"{title}: {sum(where.values())} host-device synchronisations in one step:", where)
 
 
+# operations that only make views or metadata (no kernel of their own on a device)
+_META = {
+    f"aten::{n}"
+    for n in [
+        "view",
+        "as_strided",
+        "as_strided_",
+        "reshape",
+        "_reshape_alias",
+        "detach",
+        "detach_",
+        "empty",
+        "empty_strided",
+        "resize_",
+        "resolve_conj",
+        "lift_fresh",
+        "_unsafe_view",
+        "t",
+        "transpose",
+        "permute",
+        "expand",
+        "expand_as",
+        "unsqueeze",
+        "squeeze",
+        "select",
+        "slice",
+        "alias",
+        "unfold",
+        "to",
+        "contiguous",
+        "flatten",
+        "narrow",
+        "split",
+        "unbind",
+        "chunk",
+        "view_as",
+        "result_type",
+        "numpy_T",
+    ]
+}
+
+
+def count_ops(step: Callable[[], None]) -> int:
+    """Compute operations in one step (a proxy for kernel launches, from the CPU profiler): aten
+    operations that are not views and call no other compute operation."""
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(2):
+        step()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        step()
+
+    def compute(e: Any) -> bool:
+        return bool(e.name.startswith("aten::") and e.name not in _META)
+
+    def inner(e: Any) -> bool:
+        return any(compute(c) or inner(c) for c in e.cpu_children)
+
+    return sum(1 for e in prof.events() if compute(e) and not inner(e))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--threads", type=int, default=2)
@@ -206,6 +269,9 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument(
         "--profile", action="store_true", help="profile one clip-only dpkit step (CUDA only)"
+    )
+    parser.add_argument(
+        "--ops", action="store_true", help="count compute operations per step (CPU profiler)"
     )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -259,6 +325,13 @@ def main() -> None:
                 rows.append((f"noise alone ({where})", f"{t * 1e3:.2f}", f"{t / base:.2f}", ""))
         print(f"\n{title} ({where_on}, median of {args.repeats} steps)")
         print(table(rows, ("step", "ms", "x non-private", "noise share")), flush=True)
+        if args.ops:
+            counts = [
+                ("non-private SGD", count_ops(plain_step(make().to(device), x, y))),
+                ("dpkit clip only", count_ops(dpkit_step(make().to(device), x, y, noise=False))),
+                ("dpkit (exact noise)", count_ops(dpkit_step(make().to(device), x, y))),
+            ]
+            print(table([(k, str(v)) for k, v in counts], ("step", "compute ops")), flush=True)
         if args.profile and gpu:
             profile_step(
                 f"{title}, dpkit clip only", dpkit_step(make().to(device), x, y, noise=False)

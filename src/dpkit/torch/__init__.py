@@ -19,6 +19,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise ImportError("dpkit.torch needs PyTorch: pip install 'dpkit[torch]'.") from exc
 
 from dpkit.torch._audit import audit_training, random_canaries
+from dpkit.torch._canaries import GradientCanaries
 from dpkit.torch._convert import replace_batchnorm
 from dpkit.torch._engine import PrivateTraining, make_private
 from dpkit.torch._optimizer import PrivateOptimizer
@@ -26,6 +27,7 @@ from dpkit.torch._plan import TrainingPlan, plan_training
 from dpkit.torch._sampling import LogicalBatch, PrivateLoader
 
 __all__ = [
+    "GradientCanaries",
     "LogicalBatch",
     "PrivateLoader",
     "PrivateOptimizer",

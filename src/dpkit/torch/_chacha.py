@@ -181,6 +181,17 @@ class ChaChaStream:
                 out.append(_core(self._head, tail))
         return torch.cat(out).reshape(-1) if len(out) > 1 else out[0].reshape(-1)
 
+    def skip_to(self, counter: int) -> None:
+        """Continue the stream at block ``counter``: nothing before it is served again.
+
+        The buffered words are dropped, and the counter only moves forward (a block already made
+        under this key is never made again), so a resumed run cannot replay noise.
+        """
+        if isinstance(counter, bool) or not isinstance(counter, int) or counter < 0:
+            raise PrivacyParameterError("a ChaCha20 block counter is a non-negative int.")
+        self.counter = max(self.counter, counter)
+        self._buffer = torch.empty(0, dtype=torch.int64, device=self.device)
+
     def words(self, n: int) -> Tensor:
         """The next ``n`` words (int64 tensor, each in [0, 2**32))."""
         have = self._buffer.numel()

@@ -11,7 +11,11 @@ Adaptive clipping (Andrew, Thakkar, McMahan & Ramaswamy 2021, "Differentially Pr
 with Adaptive Clipping") clips to the current norm C_t, rescales each clipped gradient by C₀/C_t
 (so the sum keeps the planned sensitivity C₀ and the planned noise; the optimizer scales the noisy
 sum back by C_t/C₀) and counts Σ(b_i − ½) with b_i = [‖g_i‖ ≤ C_t]; after each step the noisy
-count moves C_t geometrically toward the target quantile of the norms.
+count moves C_t geometrically toward the target quantile of the norms. Per-layer adaptive clipping
+keeps one norm C_{l,t} per layer, each tracking the quantile of its layer's norms from its own
+noisy count, clips layer l's part to C_{l,t} (the whole to S_t = √Σ C_{l,t}², as in McMahan et al.
+2018's per-layer clipping) and rescales by C₀/S_t, so the noise is again the planned one times
+S_t/C₀.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -32,6 +37,7 @@ __all__ = ["Clipper", "check_module"]
 # Clip to C·(1 − 2⁻¹⁶): float32 norms carry a relative error far below this margin, so every
 # clipped gradient's true norm stays within C.
 _MARGIN = 1.0 - 2.0**-16
+CLIPPINGS = ("flat", "per_layer", "adaptive", "adaptive_per_layer")
 _MIXING = (nn.modules.batchnorm._BatchNorm, nn.SyncBatchNorm)
 
 
@@ -70,7 +76,9 @@ class Clipper:
     ``clipping="flat"`` clips each example's whole gradient to ``max_grad_norm``;
     ``"per_layer"`` clips each layer's part to ``max_grad_norm/√L`` (L layers), so the whole
     gradient's norm is again at most ``max_grad_norm``; ``"adaptive"`` clips the whole gradient
-    to a norm that follows the ``target_quantile`` of the gradient norms (see the module).
+    to a norm that follows the ``target_quantile`` of the gradient norms (see the module);
+    ``"adaptive_per_layer"`` clips each layer's part to its own such norm (starting at
+    ``max_grad_norm/√L``), each following the quantile of that layer's norms.
     """
 
     def __init__(
@@ -82,22 +90,30 @@ class Clipper:
         target_quantile: float = 0.5,
         clip_learning_rate: float = 0.2,
     ) -> None:
-        if clipping not in ("flat", "per_layer", "adaptive"):
-            raise PrivacyParameterError('clipping must be "flat", "per_layer" or "adaptive".')
+        if clipping not in CLIPPINGS:
+            raise PrivacyParameterError(
+                'clipping must be "flat", "per_layer", "adaptive" or "adaptive_per_layer".'
+            )
         for v, name, lo, hi in (
             (target_quantile, "target_quantile", 0.0, 1.0),
             (clip_learning_rate, "clip_learning_rate", 0.0, math.inf),
         ):
             if isinstance(v, bool) or not isinstance(v, int | float) or not lo < v < hi:
                 raise PrivacyParameterError(f"{name} must be a number in ({lo:g}, {hi:g}).")
-        self.adaptive = clipping == "adaptive"
+        self.adaptive = clipping in ("adaptive", "adaptive_per_layer")
         self.target_quantile = float(target_quantile)
         self.clip_learning_rate = float(clip_learning_rate)
         self.clip_norm = float(max_grad_norm)  # C_t (adaptive), starts at C₀
-        self.unclipped = 0.0  # Σ(b_i − ½) over the logical batch (adaptive)
         self.model = model
         self.rules: list[LayerRule] = [rule_for(m) for m in check_module(model)]
         self.params = [p for r in self.rules for p in r.params]
+        # per-layer adaptive: C_{l,t} from C₀/√L each, and the running counts Σ_i(b_{i,l} − ½)
+        start = float(max_grad_norm) / math.sqrt(len(self.rules))
+        self.layer_norms: list[float] | None = None
+        if clipping == "adaptive_per_layer":
+            self.layer_norms = [start] * len(self.rules)
+            self.clip_norm = math.sqrt(sum(c * c for c in self.layer_norms))
+        self._counts: Tensor | None = None
         self.max_grad_norm = max_grad_norm
         self.clipping = clipping
         self._calls: dict[nn.Module, list[Captured]] = {r.module: [] for r in self.rules}
@@ -136,7 +152,27 @@ class Clipper:
     def reset(self) -> None:
         """Forget the running sums (start of a logical batch)."""
         self._sums = None
-        self.unclipped = 0.0
+        self._counts = None
+
+    @property
+    def unclipped(self) -> float:
+        """Adaptive clipping: Σ(b_i − ½) over the logical batch so far (read from the device)."""
+        if self._counts is None or self.layer_norms is not None:
+            return 0.0
+        below, real = (int(v) for v in self._counts.tolist())
+        return below - 0.5 * real
+
+    @property
+    def layer_counts(self) -> list[float]:
+        """Per-layer adaptive clipping: Σ_i(b_{i,l} − ½) per layer since :meth:`reset`."""
+        if self._counts is None:
+            return [0.0] * len(self.rules)
+        return [float(v) for v in self._counts.tolist()]
+
+    def set_layer_norms(self, norms: list[float]) -> None:
+        """Per-layer adaptive clipping: the layers' norms C_{l,t} (and S_t from them)."""
+        self.layer_norms = [float(c) for c in norms]
+        self.clip_norm = math.sqrt(sum(c * c for c in self.layer_norms))
 
     @property
     def output_scale(self) -> float:
@@ -152,12 +188,28 @@ class Clipper:
         """
         if not self.adaptive:
             return
+        if self.layer_norms is not None:
+            self._adapt_layers(gen, sigma=count_sigma, grid=count_grid, expected=expected)
+            return
         noisy = float(gaussian(self.unclipped, count_sigma, grid=count_grid, rng=gen))
         frac = noisy / expected + 0.5
         step = max(-50.0, min(50.0, -self.clip_learning_rate * (frac - self.target_quantile)))
         # a data-independent range keeps C_t a normal positive float whatever the noise draws
         c0 = self.max_grad_norm
         self.clip_norm = min(max(self.clip_norm * math.exp(step), c0 * 1e-12), c0 * 1e12)
+
+    def _adapt_layers(self, gen: Any, *, sigma: float, grid: int, expected: float) -> None:
+        """One noisy count per layer (one Gaussian release of the L counts), one update each."""
+        assert self.layer_norms is not None
+        counts = np.asarray(self.layer_counts, dtype=np.float64)
+        noisy = np.asarray(gaussian(counts, sigma, grid=grid, rng=gen))
+        c0 = self.max_grad_norm / math.sqrt(len(self.rules))
+        out = []
+        for c, n in zip(self.layer_norms, noisy.tolist(), strict=True):
+            frac = n / expected + 0.5
+            step = max(-50.0, min(50.0, -self.clip_learning_rate * (frac - self.target_quantile)))
+            out.append(min(max(c * math.exp(step), c0 * 1e-12), c0 * 1e12))
+        self.set_layer_norms(out)
 
     def discard(self) -> None:
         """Forget recorded layer calls (a forward pass that will not be backpropagated)."""
@@ -244,36 +296,40 @@ class Clipper:
             mask = rows.reshape(-1, group).any(1)
         else:
             mask = rows
+        # every layer's per-example squared norms in one (L, B) tensor, converted once; the
+        # clipping below is a few operations on it whatever the number of layers
         norms2 = torch.stack(
-            [
-                r.norms2(c, group).to(torch.float64)
-                for r, c in zip(self.rules, layer_calls, strict=True)
-            ]
-        )
-        if self.clipping != "per_layer":
+            [r.norms2(c, group) for r, c in zip(self.rules, layer_calls, strict=True)]
+        ).to(torch.float64)
+        if self.layer_norms is not None:
+            f = self._adaptive_layer_factors(norms2, mask)
+            keep = mask & _finite(norms2).all(0)
+        elif self.clipping != "per_layer":
             norm = self.clip_norm if self.adaptive else self.max_grad_norm
             bound = norm * _MARGIN
             total = norms2.sum(0).sqrt()
-            ok = mask & torch.isfinite(total)
+            ok = mask & (total < math.inf)  # total ≥ 0 or NaN: finite exactly when below inf
             c = torch.where(ok, (bound / total.clamp_min(1e-300)).clamp(max=1.0), 0.0)
             if self.adaptive:
-                below = int((ok & (total <= norm)).sum())
-                self.unclipped += below - 0.5 * int(mask.sum())
+                # counted on the norms' device, read once per step (no host wait per batch)
+                counts = torch.stack(((ok & (total <= norm)).sum(), mask.sum()))
+                self._counts = counts if self._counts is None else self._counts + counts
                 c = c * (self.max_grad_norm / norm)  # sensitivity C₀ as planned
-            factors = [c] * len(self.rules)
+            f = c[None]
             keep = ok
         else:
             bound = self.max_grad_norm / math.sqrt(len(self.rules)) * _MARGIN
-            n = norms2.sqrt()
-            ok = mask & torch.isfinite(norms2).all(0)
-            factors = [
-                torch.where(ok, (bound / n[i].clamp_min(1e-300)).clamp(max=1.0), 0.0)
-                for i in range(len(self.rules))
-            ]
+            ok = mask & _finite(norms2).all(0)
+            f = torch.where(ok, (bound / norms2.sqrt().clamp_min(1e-300)).clamp(max=1.0), 0.0)
             keep = ok
         if group > 1:
             keep = keep.repeat_interleave(group)
-            factors = [f.repeat_interleave(group) for f in factors]
+            f = f.repeat_interleave(group, dim=1)
+        dtypes = {p.dtype for p in self.params}
+        dtypes |= {c.grad.dtype for calls in layer_calls for c in calls if c.grad is not None}
+        if len(dtypes) == 1:  # each layer's rule would convert to it: once here instead
+            f = f.to(dtypes.pop())
+        factors = list(f.unbind(0)) if f.shape[0] > 1 else [f[0]] * len(self.rules)
         if _may_drop(keep):
             _zero_dropped(layer_calls, keep)
         new = [
@@ -283,8 +339,26 @@ class Clipper:
         ]
         if self._sums is None:
             self._sums = new
-        else:
-            self._sums = [s + g for s, g in zip(self._sums, new, strict=True)]
+        else:  # the sums are this clipper's own tensors: added in place, one fused op
+            torch._foreach_add_(self._sums, new)
+
+    def _adaptive_layer_factors(self, norms2: Tensor, mask: Tensor) -> Tensor:
+        """Clip layer l to C_{l,t}, rescale by C₀/S_t; count the unclipped per layer."""
+        assert self.layer_norms is not None
+        bounds = torch.tensor(self.layer_norms, dtype=torch.float64, device=norms2.device)
+        n = norms2.sqrt()
+        ok = mask & _finite(norms2).all(0)
+        below = (ok & (n <= bounds[:, None])).sum(1).to(torch.float64)
+        counts = below - 0.5 * mask.sum().to(torch.float64)  # on the device: no host wait
+        self._counts = counts if self._counts is None else self._counts + counts
+        rescale = self.max_grad_norm / self.clip_norm  # sensitivity C₀ as planned
+        f = (bounds[:, None] * _MARGIN / n.clamp_min(1e-300)).clamp(max=1.0) * rescale
+        return torch.where(ok, f, 0.0)
+
+
+def _finite(x: Tensor) -> Tensor:
+    """``isfinite`` in two operations (``|x| < inf``) rather than its four."""
+    return x.abs() < math.inf
 
 
 ZERO_ON_DEVICE = True
@@ -305,6 +379,8 @@ def _zero_dropped(layer_calls: list[list[Captured]], keep: Tensor) -> None:
             call.inputs = tuple(_where(keep, a) for a in call.inputs)
             assert call.grad is not None
             call.grad = _where(keep, call.grad)
+            if call.per is not None:  # per-example gradients kept from the norms
+                call.per = [_where(keep, g) for g in call.per]
             if call.view is not None:  # a convolution's patches: zeroed, not made again
                 call.view.inputs = tuple(_where(keep, a) for a in call.view.inputs)
                 call.view.grad = _where(keep, call.view.grad)

@@ -15,7 +15,8 @@ reduced modulo ``m``, so no value is favoured (no modulo bias).
 
 The noise does not depend on the data, so :class:`DeviceGaussian` draws it for several steps at
 once into a pool on the device (fewer, larger kernel launches); each sample is handed out once
-and a pool is never reused across runs (``clear()`` drops it, e.g. when a checkpoint is loaded).
+and a pool is never reused across runs (``clear()`` drops it, e.g. when a checkpoint is loaded;
+``resume()`` also moves the stream past every block made before the checkpoint).
 """
 
 from __future__ import annotations
@@ -293,6 +294,21 @@ class DeviceGaussian:
     def clear(self) -> None:
         """Drop the pooled samples (e.g. when a checkpoint is loaded)."""
         self._pool = torch.empty(0, dtype=torch.int64, device=self.device)
+
+    @property
+    def counter(self) -> int:
+        """The next ChaCha20 block of the key: every block before it has been made."""
+        return self._sampler.stream.counter
+
+    def resume(self, counter: int) -> None:
+        """Continue after a checkpoint taken at block ``counter``: drop the pool and buffered
+        words and go on from that block (never back), so no (key, block) is used twice.
+
+        A run keyed from a seed makes the same key again when it is rebuilt; without this it
+        would draw the noise of its first steps again after a resume.
+        """
+        self.clear()
+        self._sampler.stream.skip_to(counter)
 
     def add(self, x: Tensor) -> Tensor:
         """``round(x) + 2**grid · Z`` for a float64 tensor ``x``, Z from the pool."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -180,7 +181,7 @@ def make_private(
         data of exactly ``n_samples`` examples, accounted as what it is: the subsampled Gaussian
         without replacement under replace-one neighbours (twice the sensitivity; Balle, Barthe &
         Gaboardi 2018), by PLD only (``accounting="rdp"`` is refused).
-    clipping : {"flat", "per_layer", "adaptive"}
+    clipping : {"flat", "per_layer", "adaptive", "adaptive_per_layer"}
         Clip each example's whole gradient to C, or each layer's part to C/√L, or (adaptive
         clipping, Andrew, Thakkar, McMahan & Ramaswamy 2021) the whole gradient to a norm C_t
         that starts at ``max_grad_norm`` and after each step moves geometrically toward the
@@ -189,9 +190,15 @@ def make_private(
         ``count_noise`` (σ_b, default ``batch_size/20`` as the paper recommends) is paid from
         the declared budget: the gradient noise multiplier becomes
         ``(z⁻² − (2σ_b)⁻²)^(−1/2)`` so that sum and count together are the run of multiplier z
-        (see :func:`plan_training`). Noise scales with C_t.
+        (see :func:`plan_training`). Noise scales with C_t. ``"adaptive_per_layer"``: each of
+        the L layers' parts is clipped to its own norm C_{l,t} (from ``max_grad_norm/√L``), each
+        moved toward the ``target_quantile`` of its layer's norms by its own noisy count; the
+        noise scales with S_t = √Σ C_{l,t}² (McMahan et al. 2018, per-layer clipping). The L
+        counts (default noise ``√L·batch_size/20`` each) are paid from the declared budget as
+        one Gaussian with ℓ2 sensitivity ½√L: the gradient multiplier is
+        ``(z⁻² − L·(2σ_b)⁻²)^(−1/2)``.
     target_quantile, clip_learning_rate, count_noise : float
-        γ, η and σ_b of adaptive clipping (used only with ``clipping="adaptive"``).
+        γ, η and σ_b of adaptive clipping (used only with the adaptive ``clipping``).
     units : array-like, optional
         User-level privacy (Charles et al. 2024, "Fine-tuning large language models with
         user-level differential privacy", user-level sampling): one privacy-unit id per example
@@ -271,8 +278,12 @@ def make_private(
         target_quantile=target_quantile,
         clip_learning_rate=clip_learning_rate,
     )
-    if clipping == "adaptive" and count_noise is None:
-        count_noise = b / 20  # σ_b = expected batch / 20 (Andrew et al. 2021)
+    adaptive = clipping in ("adaptive", "adaptive_per_layer")
+    counts = len(clipper.rules) if clipping == "adaptive_per_layer" else 1
+    if adaptive and count_noise is None:
+        # σ_b = expected batch / 20 (Andrew et al. 2021); L per-layer counts get √L times it
+        # each, so together they cost what the one count does
+        count_noise = b / 20 * math.sqrt(counts)
     try:  # a refusal leaves the model unhooked, as it was
         plan: TrainingPlan = plan_training(
             n_samples=n_samples,
@@ -285,7 +296,8 @@ def make_private(
             noise_multiplier=noise_multiplier,
             target_epsilon=target_epsilon,
             accounting=accounting,
-            count_noise=count_noise if clipping == "adaptive" else None,
+            count_noise=count_noise if adaptive else None,
+            count_dimension=counts,
         )
         gen = as_generator(rng)
         loader = PrivateLoader(

@@ -36,13 +36,15 @@ CONV_VMAP_MIN = 64
 class Captured:
     """One call of a layer in a forward pass: its inputs and output (the graph's node)."""
 
-    __slots__ = ("grad", "inputs", "output", "view")
+    __slots__ = ("grad", "inputs", "output", "per", "view")
 
     def __init__(self, inputs: tuple[Any, ...], output: Tensor) -> None:
         self.inputs = inputs
         self.output = output
         self.grad: Tensor | None = None
         self.view: Captured | None = None  # a convolution's patches, unfolded once
+        # the layer's per-example gradients, kept from the norms for the clipped sum
+        self.per: list[Tensor] | None = None
 
 
 class LayerRule:
@@ -60,6 +62,8 @@ class LayerRule:
         norms are of each unit's summed gradient, shape (B/k,).
         """
         grads = self.per_example(calls)
+        if type(self).clipped_sum is LayerRule.clipped_sum:  # used again there: not remade
+            calls[0].per = grads
         return sum(_sq(_grouped_sum(g, group)) for g in grads)  # type: ignore[return-value]
 
     def per_example(self, calls: list[Captured]) -> list[Tensor]:
@@ -76,7 +80,8 @@ class LayerRule:
 
     def clipped_sum(self, calls: list[Captured], c: Tensor) -> list[Tensor]:
         """``Σ_i c_i ∇_θ loss_i`` for each parameter θ of the layer."""
-        grads = self.per_example(calls)
+        kept = calls[0].per
+        grads = kept if kept is not None else self.per_example(calls)
         return [torch.einsum("b,b...->...", c.to(g.dtype), g) for g in grads]
 
 

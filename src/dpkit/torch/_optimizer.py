@@ -11,6 +11,7 @@ from torch import Tensor
 
 from dpkit.errors import BudgetExceededError, PrivacyParameterError
 from dpkit.noise import gaussian
+from dpkit.random import is_secure
 from dpkit.torch._clip import Clipper
 from dpkit.torch._device_noise import DeviceGaussian
 from dpkit.torch._plan import TrainingPlan
@@ -76,6 +77,8 @@ class PrivateOptimizer:
         self.loader = loader
         self._gen = gen
         self.steps_taken = 0
+        # an audit's gradient canaries (dpkit.torch.GradientCanaries), added before the noise
+        self.canaries: Any = None
         # the logical batch the running sums come from, and its physical batches already used:
         # a step charged for one Poisson draw must hold each sampled example once, no other
         self._batch: LogicalBatch | None = None
@@ -157,7 +160,12 @@ class PrivateOptimizer:
                 "whole batch (the sampling the accounting assumes) before stepping."
             )
         sums = self.clipper.sums
-        out = self._noisy(torch.cat([s.reshape(-1) for s in sums]).to(torch.float64))
+        flat = torch.cat([s.reshape(-1) for s in sums]).to(torch.float64)
+        if self.canaries is not None:
+            self.canaries.insert(flat)
+        out = self._noisy(flat)
+        if self.canaries is not None:
+            self.canaries.observe(out)
         out /= self.plan.expected_batch_size
         out *= self.clipper.output_scale  # adaptive clipping: back from C₀ to C_t
         k = 0
@@ -189,27 +197,100 @@ class PrivateOptimizer:
         return torch.from_numpy(noisy).to(flat.device)
 
     def state_dict(self) -> dict[str, Any]:
-        """The wrapped optimizer's state and the number of private steps taken."""
-        state = {"optimizer": self.original_optimizer.state_dict(), "steps_taken": self.steps_taken}
+        """The wrapped optimizer's state, the private steps taken and where the randomness is.
+
+        A run seeded explicitly (not dpkit's secure generator) also saves its generator's state
+        and the device noise stream's block counter: rebuilt from the same seed and resumed, it
+        continues both streams instead of drawing the noise and batches of its first steps
+        again. A secure run saves neither (its resumed run is keyed afresh from the OS).
+        """
+        state: dict[str, Any] = {
+            "optimizer": self.original_optimizer.state_dict(),
+            "steps_taken": self.steps_taken,
+        }
         if self.clipper.adaptive:
             state["clip_norm"] = self.clipper.clip_norm
+        if self.clipper.layer_norms is not None:
+            state["clip_norms"] = list(self.clipper.layer_norms)
+        if not is_secure(self._gen):
+            state["rng"] = _plain(self._gen.bit_generator.state)
+            if self._device_noise is not None:
+                state["noise_block"] = self._device_noise.counter
+        loader = self.loader.state_dict()
+        if loader:
+            state["loader"] = loader
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` (the steps taken count against the same plan).
 
         Noise pooled on the device is discarded: no noise drawn before the load is used after it.
+        A seeded run continues its generator and its device noise stream from where the
+        checkpoint left them (the stream only moves forward); resuming a seeded run from a
+        checkpoint without them is refused, as it would replay its first steps' noise.
         """
-        if self._device_noise is not None:
-            self._device_noise.clear()
-        self.original_optimizer.load_state_dict(state["optimizer"])
         taken = state["steps_taken"]
         if isinstance(taken, bool) or not isinstance(taken, int) or taken < self.steps_taken:
             raise PrivacyParameterError("steps_taken must be an int, at least the steps taken.")
+        secure = is_secure(self._gen)
+        if not secure and taken > 0 and "rng" not in state:
+            raise PrivacyParameterError(
+                "this run is seeded and the checkpoint does not hold its generator's state: "
+                "resumed, it would draw the noise of its first steps again. Save the checkpoint "
+                "with this version's state_dict(), or resume with secure randomness (rng=None)."
+            )
+        c = state.get("clip_norm")
+        if (
+            self.clipper.adaptive
+            and c is not None
+            and (isinstance(c, bool) or not isinstance(c, float) or not 0 < c < math.inf)
+        ):
+            raise PrivacyParameterError("clip_norm must be a finite positive float.")
+        norms = state.get("clip_norms")
+        if self.clipper.layer_norms is not None and norms is not None:
+            if not isinstance(norms, list) or len(norms) != len(self.clipper.layer_norms):
+                raise PrivacyParameterError("clip_norms must hold one norm per layer.")
+            for v in norms:
+                if isinstance(v, bool) or not isinstance(v, float) or not 0 < v < math.inf:
+                    raise PrivacyParameterError("clip_norms must be finite positive floats.")
+        self.original_optimizer.load_state_dict(state["optimizer"])
+        if not secure and "rng" in state:
+            try:
+                self._gen.bit_generator.state = _unplain(state["rng"])
+            except (TypeError, ValueError, KeyError) as exc:
+                raise PrivacyParameterError(
+                    "the checkpoint's generator state does not fit this run's generator."
+                ) from exc
+        if self._device_noise is not None:
+            block = state.get("noise_block", 0) if not secure else 0
+            if isinstance(block, bool) or not isinstance(block, int) or block < 0:
+                raise PrivacyParameterError("noise_block must be a non-negative int.")
+            self._device_noise.resume(block)
         self.steps_taken = taken
         self.loader.position = taken
-        if self.clipper.adaptive and "clip_norm" in state:
-            c = state["clip_norm"]
-            if isinstance(c, bool) or not isinstance(c, float) or not 0 < c < math.inf:
-                raise PrivacyParameterError("clip_norm must be a finite positive float.")
+        self.loader.load_state_dict(state.get("loader", {}))
+        if self.clipper.layer_norms is not None:
+            if norms is not None:
+                self.clipper.set_layer_norms(norms)
+        elif self.clipper.adaptive and c is not None:
             self.clipper.clip_norm = c
+
+
+def _plain(x: Any) -> Any:
+    """A generator state with its NumPy arrays as tagged lists (``torch.load`` reads it back
+    with ``weights_only=True``)."""
+    if isinstance(x, np.ndarray):
+        return {"__array__": x.tolist(), "dtype": str(x.dtype)}
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, np.integer):
+        return int(x)
+    return x
+
+
+def _unplain(x: Any) -> Any:
+    if isinstance(x, dict):
+        if set(x) == {"__array__", "dtype"}:
+            return np.asarray(x["__array__"], dtype=np.dtype(x["dtype"]))
+        return {k: _unplain(v) for k, v in x.items()}
+    return x

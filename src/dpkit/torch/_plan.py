@@ -116,31 +116,37 @@ def plan_training(
     target_epsilon: float | None = None,
     accounting: str = "auto",
     count_noise: float | None = None,
+    count_dimension: int = 1,
 ) -> TrainingPlan:
     """Calibrate a DP-SGD run from public quantities only.
 
-    ``steps = ceil(epochs · n_samples / batch_size)``. Give exactly one of ``noise_multiplier``
-    (σ = it · Δ) or ``target_epsilon`` (the smallest multiplier whose run is (ε, δ)-DP, by
-    dpkit's accountant: ``accounting="auto"`` takes the better of PLD (Doroshenko et al. 2022)
-    and RDP (Mironov, Talwar & Zhang 2019); ``"pld"`` or ``"rdp"`` one of them, ``"rdp"``
-    being the fastest to calibrate). ``sampling="fixed"`` (``batch_size`` examples drawn without
-    replacement each step, neighbours by replacement of one example) is accounted by PLD only:
-    dpkit has no Rényi bound for it, and ``accounting="rdp"`` is refused.
+        ``steps = ceil(epochs · n_samples / batch_size)``. Give exactly one of ``noise_multiplier``
+        (σ = it · Δ) or ``target_epsilon`` (the smallest multiplier whose run is (ε, δ)-DP, by
+        dpkit's accountant: ``accounting="auto"`` takes the better of PLD (Doroshenko et al. 2022)
+        and RDP (Mironov, Talwar & Zhang 2019); ``"pld"`` or ``"rdp"`` one of them, ``"rdp"``
+        being the fastest to calibrate). ``sampling="fixed"`` (``batch_size`` examples drawn without
+        replacement each step, neighbours by replacement of one example) is accounted by PLD only:
+        dpkit has no Rényi bound for it, and ``accounting="rdp"`` is refused.
 
-    ``count_noise`` (σ_b) plans adaptive clipping (Andrew, Thakkar, McMahan & Ramaswamy 2021,
-    "Differentially Private Learning with Adaptive Clipping"): each step also releases the
-    number of examples whose gradient was not clipped, centred (Σ(b_i − ½), sensitivity ½) plus
-    N(0, σ_b²). The two releases together are one Gaussian mechanism whose noise multiplier is
-    the declared one, z, when the gradient sum gets the multiplier
-    ``z_Δ = (z⁻² − (2σ_b)⁻²)^(−1/2)`` (their Theorem 1), so ``sigma = z_Δ·Δ`` and the event and
-    ε are those of the plain run with multiplier z. Needs ``2σ_b > z``.
+        ``count_noise`` (σ_b) plans adaptive clipping (Andrew, Thakkar, McMahan & Ramaswamy 2021,
+        "Differentially Private Learning with Adaptive Clipping"): each step also releases the
+        number of examples whose gradient was not clipped, centred (Σ(b_i − ½), sensitivity ½) plus
+        N(0, σ_b²). The two releases together are one Gaussian mechanism whose noise multiplier is
+        the declared one, z, when the gradient sum gets the multiplier
+        ``z_Δ = (z⁻² − (2σ_b)⁻²)^(−1/2)`` (their Theorem 1), so ``sigma = z_Δ·Δ`` and the event and
+        ε are those of the plain run with multiplier z. Needs ``2σ_b > z``.
 
-    Examples
-    --------
-    >>> p = plan_training(n_samples=60_000, batch_size=256, epochs=1, max_grad_norm=1.0,
-    ...                   dimension=1000, delta=1e-5, noise_multiplier=1.0)
-    >>> p.steps, round(p.sample_rate, 5), round(p.epsilon(), 2)
-    (235, 0.00427, 0.39)
+    ``count_dimension`` = L > 1 plans per-layer adaptive clipping: L such counts, one per layer,
+    each with noise σ_b, released together. One example moves each by ½, so the counts' ℓ2
+    sensitivity is ½√L and the gradient multiplier becomes ``(z⁻² − L·(2σ_b)⁻²)^(−1/2)``: sum and
+    counts are again one Gaussian mechanism of multiplier z. Needs ``2σ_b > z·√L``.
+
+        Examples
+        --------
+        >>> p = plan_training(n_samples=60_000, batch_size=256, epochs=1, max_grad_norm=1.0,
+        ...                   dimension=1000, delta=1e-5, noise_multiplier=1.0)
+        >>> p.steps, round(p.sample_rate, 5), round(p.epsilon(), 2)
+        (235, 0.00427, 0.39)
     """
     if accounting not in ("auto", "pld", "rdp"):
         raise PrivacyParameterError('accounting must be "auto", "pld" or "rdp".')
@@ -200,13 +206,23 @@ def plan_training(
             raise PrivacyParameterError("count_noise must be a finite positive number.")
         count_grid = gaussian_grid(count_sigma)
         check_gaussian_scale(count_sigma, count_grid)
-        count_sens = rounded_sensitivity(0.5, count_grid, coordinates=1, norm=2)
+        if isinstance(count_dimension, bool) or not isinstance(count_dimension, int):
+            raise PrivacyParameterError("count_dimension must be a positive int.")
+        if count_dimension < 1:
+            raise PrivacyParameterError("count_dimension must be a positive int.")
+        # each count moves by ½ for one example: ℓ2 sensitivity ½√L (rounded up)
+        half = (
+            0.5
+            if count_dimension == 1
+            else math.nextafter(0.5 * math.sqrt(count_dimension), math.inf)
+        )
+        count_sens = rounded_sensitivity(half, count_grid, coordinates=count_dimension, norm=2)
         left = z**-2 - (count_sens / count_sigma) ** 2
         if not left > 0:
             raise PrivacyParameterError(
                 "count_noise is too small for this noise multiplier: adaptive clipping needs "
-                "2·count_noise > noise_multiplier (the count's noise alone would spend the whole "
-                "budget); raise count_noise."
+                "2·count_noise > noise_multiplier·√L for L counts (the counts' noise alone would "
+                "spend the whole budget); raise count_noise."
             )
         z_grad = left**-0.5
     grid = gaussian_grid(2 * z_grad * max_grad_norm)

@@ -66,6 +66,10 @@ class LogicalBatch:
 
     def _physical(self) -> Iterator[tuple[Tensor, ...]]:
         p = self._loader.physical_batch_size
+        tensors = self._loader._tensors
+        if tensors is not None and len(self.indices):
+            yield from self._gathered(tensors, p)
+            return
         for start in range(0, len(self.indices), p):
             chunk = self.indices[start : start + p]
             if len(chunk) < p:  # pad whole rows: the shape stays fixed
@@ -75,6 +79,26 @@ class LogicalBatch:
             self.mask = torch.from_numpy(real)
             # padded rows repeat a real example (masked out): no value is invented
             yield self._loader.fetch(np.where(real, flat, flat[0]))
+            self.done += 1
+
+    def _gathered(self, tensors: tuple[Tensor, ...], p: int) -> Iterator[tuple[Tensor, ...]]:
+        """Physical batches of a ``TensorDataset``: the step's indices go to the data's device
+        in one copy (from pinned memory, not waited for), and each physical batch's indices,
+        mask and padding are made there, so no physical batch stalls the host."""
+        rows = len(self.indices)
+        k = -(-rows // p)
+        padded = np.full((k * p, self.indices.shape[1]), -1, dtype=np.int64)
+        padded[:rows] = self.indices
+        device = tensors[0].device
+        idx = torch.from_numpy(padded.reshape(k, -1))
+        if device.type == "cuda":
+            idx = idx.pin_memory().to(device, non_blocking=True)
+        for chunk in idx.to(device):
+            real = chunk >= 0
+            self.mask = real
+            # padded rows repeat a real example (masked out): no value is invented
+            at = torch.where(real, chunk, chunk[0])
+            yield tuple(x[at.to(x.device)] for x in tensors)
             self.done += 1
 
 
@@ -130,6 +154,32 @@ class PrivateLoader:
 
     def __len__(self) -> int:
         return self.steps_per_epoch
+
+    def state_dict(self) -> dict[str, Any]:
+        """The current epoch's permutation (shuffling only): a run resumed mid-epoch must take
+        the rest of the epoch's batches from it, or an example could be in two of its steps."""
+        if self.sampling != "shuffle" or self._perm is None:
+            return {}
+        return {"perm_epoch": self._perm_epoch, "perm": self._perm.tolist()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` (an empty one keeps the loader as it is)."""
+        if not state:
+            return
+        if self.sampling != "shuffle":
+            raise PrivacyParameterError("the checkpoint's loader state is for shuffling.")
+        perm = np.asarray(state.get("perm"), dtype=np.int64)
+        epoch = state.get("perm_epoch")
+        if (
+            isinstance(epoch, bool)
+            or not isinstance(epoch, int)
+            or perm.shape != (self._count(),)
+            or not np.array_equal(np.sort(perm), np.arange(self._count()))
+        ):
+            raise PrivacyParameterError(
+                "the checkpoint's permutation is not one of this loader's examples."
+            )
+        self._perm, self._perm_epoch = perm, epoch
 
     def fetch(self, idx: np.ndarray) -> tuple[Tensor, ...]:
         """The examples at ``idx``, collated into tensors."""
