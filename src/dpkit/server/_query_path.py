@@ -34,7 +34,8 @@ from dpkit.server._outcomes import (
 )
 from dpkit.server._pricing import NotPriced, here, not_on_the_loop
 from dpkit.server._recovery import lost, wait_for_answer, wait_for_answer_async
-from dpkit.server._registry import Meter, Prepared
+from dpkit.server._registry import Prepared, meter_of
+from dpkit.server._rho import rho_price
 from dpkit.server._schema import Table
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ class _Plan:
     table: Table
     prepared: Prepared
     alpha: Any
-    charge_args: tuple[str, str, dict[str, Any], float, float, str | None, int]
+    charge_args: tuple[str, str, dict[str, Any], float | None, float, str | None, int, float | None]
 
 
 class QueryPath:
@@ -237,22 +238,27 @@ class QueryPath:
                 raise StaleDatasetError("the dataset was replaced.") from None
             raise
         request = {k: v for k, v in body.items() if k not in ("idempotency_key", "dry_run")}
+        # the price in ρ paid by budgets declared in ρ (None: an (ε, δ > 0) price, which they
+        # refuse), and the (ε, δ) price paid by the others (None: asked in ρ without a δ)
+        rho = rho_price(prepared.epsilon, prepared.delta, prepared.rho)
+        eps_price = None if prepared.rho_only else prepared.epsilon
         if dry:
             # the quote is what the ledger would charge: the price in its units, shown back
-            eps, dlt = quoted(prepared.epsilon), quoted(prepared.delta)
+            eps = None if eps_price is None else quoted(eps_price)
             quote = {"dry_run": True, "query": name, "dataset": schema.name,
-                     "epsilon": eps, "delta": dlt}  # fmt: skip
+                     "epsilon": eps, "delta": quoted(prepared.delta),
+                     "rho": None if rho is None else quoted(rho)}  # fmt: skip
             if prepared.half_width is not None:
                 # the noise half-width at the request's alpha, from public parameters only
                 quote["accuracy"] = {"alpha": params.get("alpha", 0.05),
                                      "half_width": prepared.half_width}  # fmt: skip
             return quote
         if dummy:
-            answer = prepared.compute(dummy_tab, None, Meter(prepared.epsilon, prepared.delta))
+            answer = prepared.compute(dummy_tab, None, meter_of(prepared))
             return {"dummy": True, "query": name, "dataset": schema.name, "epsilon": 0.0,
                     "delta": 0.0, "value": answer.value, "ci": answer.ci,
                     "alpha": params.get("alpha", 0.05), "labels": answer.labels}  # fmt: skip
-        args = (who.id, schema.name, request, prepared.epsilon, prepared.delta, idem, version)
+        args = (who.id, schema.name, request, eps_price, prepared.delta, idem, version, rho)
         return _Plan(table, prepared, params.get("alpha", 0.05), args)
 
     def _answer(self, planned: _Plan, charge: Charge) -> dict[str, Any]:
@@ -266,7 +272,7 @@ class QueryPath:
     def _computed(self, planned: _Plan) -> dict[str, Any]:
         """The answer of a charged query, or :class:`_Failed` (no ledger write here)."""
         prepared = planned.prepared
-        meter = Meter(prepared.epsilon, prepared.delta)
+        meter = meter_of(prepared)
         try:
             answer = prepared.compute(planned.table, self._rng(), meter)
         except Exception as exc:

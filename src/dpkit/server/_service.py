@@ -226,22 +226,33 @@ class Curator:
             return self._register(spec)
 
     def _register(self, spec: Mapping[str, Any]) -> dict[str, Any]:
-        allowed = {"name", "source", "columns", "privacy_unit", "total_epsilon", "total_delta"}
+        allowed = {"name", "source", "columns", "privacy_unit", "total_epsilon", "total_delta",
+                   "total_rho"}  # fmt: skip
         if not isinstance(spec, Mapping) or set(spec) - allowed:
             raise DataError(f"a dataset registration has the fields {', '.join(sorted(allowed))}.")
         schema = DatasetSchema.from_dict(spec)
         # The cap is the one on analysts' budgets: amounts are stored as 64-bit integers of
         # 1e-12 units, so a larger total would fail in the database (after the data were stored).
-        eps = real(spec.get("total_epsilon"), "total_epsilon", low=0, high=1e6, low_open=True,
-                   high_open=True)  # fmt: skip
-        dlt = real(spec.get("total_delta", 0.0), "total_delta", low=0, high=1, high_open=True)
+        rho = None
+        if "total_rho" in spec:  # a total in zCDP (:mod:`._rho`)
+            if "total_epsilon" in spec or "total_delta" in spec:
+                raise DataError("a dataset's total is total_epsilon (and total_delta) or "
+                                "total_rho, not both.")  # fmt: skip
+            rho = real(spec.get("total_rho"), "total_rho", low=0, high=1e6, low_open=True,
+                       high_open=True)  # fmt: skip
+            eps = dlt = 0.0
+        else:
+            eps = real(spec.get("total_epsilon"), "total_epsilon", low=0, high=1e6,
+                       low_open=True, high_open=True)  # fmt: skip
+            dlt = real(spec.get("total_delta", 0.0), "total_delta", low=0, high=1,
+                       high_open=True)  # fmt: skip
         path = resolve_source(self.config.import_dir, spec.get("source"))
         table = read_source(path, schema)
         # Stored and registered as one step for every process of the service (see _data_lock).
         private_dir(self.config.data_dir)
         store_table(self.config.data_dir, table, source=path)
         del table  # this process too answers from the stored file, mapped, not from a copy
-        version = self.ledger.add_dataset(schema.name, schema.to_dict(), eps, dlt)
+        version = self.ledger.add_dataset(schema.name, schema.to_dict(), eps, dlt, rho=rho)
         self._install(load_table(self.config.data_dir, schema), version)
         return schema.to_dict()
 
