@@ -69,8 +69,9 @@ def test_mirrors_the_library(client: Curator, truth: Any) -> None:
 def test_dry_run_and_dummy_are_free(client: Curator) -> None:
     before = _spent(client)
     price = client.query("survey", "var", column="age", epsilon=2.5, dry_run=True)
+    # rho: what a budget declared in zCDP would pay for it, epsilon^2/2
     assert price == {"dry_run": True, "query": "var", "dataset": "survey", "epsilon": 2.5,
-                     "delta": 0.0}  # fmt: skip
+                     "delta": 0.0, "rho": 3.125}  # fmt: skip
     d = client.mean("survey", "age", epsilon=5.0, dummy=True)
     assert d.raw["dummy"] is True and 0 <= d.value <= 100
     assert _spent(client) == before

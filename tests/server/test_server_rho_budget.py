@@ -3,7 +3,7 @@
 A ρ budget adds each charge's ρ exactly (zCDP composes by adding ρ: Bun & Steinke 2016, Lemma
 2.3), pays an ε-DP query ρ = ε²/2 (their Proposition 1.4), and refuses an (ε, δ > 0) query (no
 lossless conversion) with a message saying what to ask instead. Real curators over real SQLite
-ledgers; the PostgreSQL ledger is exercised in test_server_rho_postgres.py.
+ledgers; the PostgreSQL ledger is exercised in test_server_rho_concurrency.py.
 """
 
 from __future__ import annotations
@@ -230,6 +230,34 @@ def test_an_old_ledger_is_migrated_and_keeps_working(tmp_path: Path) -> None:
         led.set_budget("a1", "u", 0.0, 0.0, rho=0.5)
         led.reserve("a1", "u", {"query": "count"}, None, 0.0, rho=0.5)
         assert led.budgets("a1")[1]["remaining_rho"] == 0.0
+        assert led.check_consistency() == []
+    finally:
+        led.close()
+
+
+def test_a_ledger_file_of_the_previous_version_opens_and_works(tmp_path: Path) -> None:
+    # tests/server/data/ledger_schema3.sql: the dump of a ledger file made by the service
+    # before ρ budgets (one analyst with ε = 2, δ = 1e-6 on "survey"; a released charge of
+    # ε = 0.5 and a reserved one of (0.25, 1e-7))
+    path = tmp_path / "ledger.db"
+    conn = sqlite3.connect(path)
+    conn.executescript((Path(__file__).parent / "data" / "ledger_schema3.sql").read_text())
+    conn.close()
+    led = Ledger(str(path))
+    try:
+        assert led.migrate() == 4
+        (b,) = led.budgets()
+        assert (b["spent_epsilon"], b["spent_delta"]) == (0.75, 1e-7) and "rho" not in b
+        (released,) = [c for c in led.charges() if c.status == "released"]
+        assert released.result == {"value": 120, "ci": None, "alpha": 0.05, "labels": None}
+        # the idempotency key of the old charge still replays it
+        again = led.reserve("a1", "survey", released.request, 0.5, 0.0, "k1", 1)
+        assert again.replayed and again.id == released.id
+        (reserved,) = [c for c in led.charges() if c.status == "reserved"]
+        led.fail(reserved.id, refund=True)
+        assert led.budgets()[0]["spent_delta"] == 0.0
+        led.reserve("a1", "survey", {"query": "count"}, 1.5, 0.0, rho=1.125)
+        assert led.budgets()[0]["remaining_epsilon"] == 0.0
         assert led.check_consistency() == []
     finally:
         led.close()
