@@ -37,7 +37,7 @@ def rho_price(epsilon: float, delta: float, rho: float | None) -> float | None:
     where it has no lossless ρ (δ > 0 without ``rho``).
 
     >>> rho_price(0.5, 0.0, None)  # Bun & Steinke 2016, Proposition 1.4: ε-DP ⇒ (ε²/2)-zCDP
-    0.12500000000000003
+    0.125
     >>> rho_price(1.2, 1e-6, 0.05), rho_price(1.0, 1e-6, None)
     (0.05, None)
     """
@@ -47,8 +47,9 @@ def rho_price(epsilon: float, delta: float, rho: float | None) -> float | None:
         return 0.0  # a free (post-processing) query
     if delta != 0:
         return None
-    # rounded up (one step past ε·ε/2, whose rounding error is below it): never under the price
-    return math.nextafter(epsilon * epsilon / 2.0, math.inf)
+    # ε·ε/2 is within 2⁻⁵³ of the exact value, inside the 2⁻⁵⁰ margin by which the ledger's
+    # arithmetic (dpkit.accounting._budget) counts every cost, ε's included
+    return epsilon * epsilon / 2.0
 
 
 def rho_shown(remaining_units: int) -> dict[str, Any]:
