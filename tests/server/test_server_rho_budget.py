@@ -261,3 +261,38 @@ def test_a_ledger_file_of_the_previous_version_opens_and_works(tmp_path: Path) -
         assert led.check_consistency() == []
     finally:
         led.close()
+
+
+def test_rho_budgets_over_http_with_the_client(make_server: Any) -> None:
+    from dpkit.client import Curator as Client
+    from tests.server.conftest import SURVEY
+
+    srv = make_server(datasets=[{k: v for k, v in SURVEY.items() if "total" not in k}
+                                | {"total_rho": 2.0}])  # fmt: skip
+    with Client(srv.url, srv.admin_key) as admin:
+        a = admin.admin("POST", "/v1/admin/analysts", {"name": "ana"})
+        admin.set_budget(a["id"], "survey", rho=0.3)
+        with pytest.raises(DataError, match="not both"):
+            admin.set_budget(a["id"], "survey", epsilon=1.0, rho=0.3)
+        (ds,) = admin.admin("GET", "/v1/admin/datasets")["datasets"]
+        assert (ds["total_rho"], ds["spent_rho"]) == (2.0, 0.0)
+    with Client(srv.url, a["key"]) as c:
+        quote = c.mean("survey", "age", rho=0.1, dry_run=True)
+        assert quote["rho"] == 0.1 and quote["epsilon"] is None
+        assert repr(quote) == "Quote(rho=0.1)"  # a mean's interval needs expected_n
+        q2 = c.sum("survey", "age", rho=0.1, dry_run=True)
+        assert repr(q2).startswith("Quote(rho=0.1, 95% noise interval +/- ")
+        rel = c.mean("survey", "age", rho=0.1)
+        assert rel.rho == 0.1 and 0 <= rel.value <= 100
+        assert repr(c.count("survey", epsilon=0.5, dry_run=True)).startswith(
+            "Quote(epsilon=0.5, delta=0, rho=0.125"
+        )
+        with pytest.raises(PrivacyParameterError, match="no lossless conversion to rho"):
+            c.mean("survey", "age", epsilon=0.5, delta=1e-6)
+        c.count("survey", rho=0.2)  # exactly what is left
+        with pytest.raises(BudgetExceededError, match="rho=0 left") as e:
+            c.count("survey", rho=0.01)
+        assert e.value.remaining == {"rho": 0.0}
+        (b,) = c.budget()
+        assert (b["rho"], b["spent_rho"], b["remaining_rho"]) == (0.3, 0.3, 0.0)
+        assert b["remaining_as"] == {"epsilon": 0.0, "delta": 1e-6}
