@@ -143,6 +143,5 @@ def _rho_budget(url: str, admin_key: str) -> None:
         try:
             c.mean("households", "age", epsilon=0.1, delta=1e-7)
         except dpkit.errors.PrivacyParameterError as exc:
-            print(
-                f"mean(age) at (ε, δ) = (0.1, 1e-7) refused: {str(exc).split('; ')[1].split('. ')[0]}."
-            )
+            why = str(exc).split("; ")[1].split(". ")[0]
+            print(f"mean(age) at (ε, δ) = (0.1, 1e-7) refused: {why}.")
