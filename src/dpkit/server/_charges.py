@@ -94,12 +94,12 @@ def ask(
 
 
 _NO_RHO = (
-    "{whose} budget on this dataset is in zero-concentrated DP (rho); a request with delta > 0 "
+    "{whose} is in zero-concentrated DP (rho); a request with delta > 0 "
     "has no lossless conversion to rho, so it is refused. Ask with rho= (Gaussian noise) or "
     "with delta=0 (pure epsilon-DP, charged rho = epsilon^2/2). Nothing was charged or released."
 )
 _NO_EPSILON = (
-    "{whose} budget on this dataset is in (epsilon, delta); a rho request is paid there as "
+    "{whose} is in (epsilon, delta); a rho request is paid there as "
     "(epsilon(delta), delta): give delta with rho. Nothing was charged or released."
 )
 
@@ -300,8 +300,8 @@ class ChargeBatches:
         if d is None or b is None:
             raise NoBudgetError("you have no budget on a dataset of that name.")
         # Each row pays in its own unit; a price it cannot pay losslessly is refused.
-        eu, du, ru = _price_in(b[4], a, "your")
-        de, dd, dr = _price_in(d[5], a, "the dataset's total")
+        eu, du, ru = _price_in(b[4], a, "your budget on this dataset")
+        de, dd, dr = _price_in(d[5], a, "this dataset's total budget")
         if ru and b[5] + ru > b[4]:
             raise BudgetExceededError(
                 f"the query costs rho={from_units(ru):.6g} but your budget on this dataset has "
