@@ -296,3 +296,18 @@ def test_rho_budgets_over_http_with_the_client(make_server: Any) -> None:
         (b,) = c.budget()
         assert (b["rho"], b["spent_rho"], b["remaining_rho"]) == (0.3, 0.3, 0.0)
         assert b["remaining_as"] == {"epsilon": 0.0, "delta": 1e-6}
+
+
+def test_a_rho_meter_holds_exactly_the_rho_charged() -> None:
+    import numpy as np
+
+    import dpkit.stats as st
+    from dpkit.server._registry import Meter
+
+    x = np.arange(50.0)
+    # the release of the price fits; one of 1e-6 more does not (the discrete Gaussian's scale
+    # is calibrated on a grid, so an event's exact ρ may sit a few 1e-9 below the ρ asked)
+    for r in (0.1, 1 / 3, 2.5e-9):
+        st.count(x, accountant=Meter(0.0, 0.0, rho=r), rho=r)
+        with pytest.raises(BudgetExceededError):
+            st.count(x, accountant=Meter(0.0, 0.0, rho=r), rho=r * (1 + 1e-6))

@@ -126,11 +126,11 @@ class Meter(Accountant):
         self, epsilon: float, delta: float, *, probe: bool = False, rho: float | None = None
     ) -> None:
         # A price of (0, 0) is a free (post-processing) query: every charge is refused. With
-        # ``rho`` (and ε = δ = 0) the meter holds ρ, a hair above: the accountant's units round
-        # a budget down and a cost up, and the event's ρ is the price itself.
+        # ``rho`` (and ε = δ = 0) the meter holds exactly the ρ the ledger charges: the noise's
+        # event is ρ-zCDP with that ρ, which the budget arithmetic's margins admit.
         self._free = epsilon == 0 and delta == 0 and rho is None
         if rho is not None and epsilon == 0 and delta == 0:
-            super().__init__(ZCDP(rho=rho * (1.0 + 1e-9)))
+            super().__init__(ZCDP(rho=rho))
         else:
             super().__init__(_price(1.0 if self._free else epsilon, delta))
         self.charged = False
