@@ -69,8 +69,9 @@ def test_mirrors_the_library(client: Curator, truth: Any) -> None:
 def test_dry_run_and_dummy_are_free(client: Curator) -> None:
     before = _spent(client)
     price = client.query("survey", "var", column="age", epsilon=2.5, dry_run=True)
+    # rho: what a budget declared in zCDP would pay for it, epsilon^2/2
     assert price == {"dry_run": True, "query": "var", "dataset": "survey", "epsilon": 2.5,
-                     "delta": 0.0}  # fmt: skip
+                     "delta": 0.0, "rho": 3.125}  # fmt: skip
     d = client.mean("survey", "age", epsilon=5.0, dummy=True)
     assert d.raw["dummy"] is True and 0 <= d.value <= 100
     assert _spent(client) == before
@@ -178,7 +179,7 @@ def test_dry_run_without_accuracy_before_release(planner: Curator) -> None:
     client = planner
     quote = client.query("survey", "mean", column="age", epsilon=0.5, dry_run=True)
     assert "accuracy" not in quote and quote.half_width is None  # depends on the noisy count
-    assert repr(quote) == "Quote(epsilon=0.5, delta=0)"
+    assert repr(quote) == "Quote(epsilon=0.5, delta=0, rho=0.125)"
 
 
 @pytest.mark.parametrize(
@@ -251,6 +252,9 @@ def test_rho_requests_are_checked(planner: Curator) -> None:
     with pytest.raises(PrivacyParameterError, match="not both"):
         planner.query("survey", "count", rho=0.5, epsilon=1.0, delta=1e-7, dry_run=True)
     with pytest.raises(PrivacyParameterError, match="delta"):
-        planner.query("survey", "count", rho=0.5, dry_run=True)
+        planner.query("survey", "count", rho=0.5, delta=1.5, dry_run=True)
+    # without delta it is priced in rho alone: only a budget declared in rho can pay it
+    alone = planner.query("survey", "count", rho=0.5, dry_run=True)
+    assert alone["epsilon"] is None and alone["rho"] == 0.5
     with pytest.raises(DataError, match="unknown parameter"):  # only where the noise is Gaussian
         planner.query("survey", "quantiles", column="age", rho=0.5, delta=1e-7, dry_run=True)

@@ -71,7 +71,7 @@ cur.start()
 who = Principal(sys.argv[4], "ana", "analyst")
 def crash(planned):  # killed after the charge is durable, before the answer is stored
     os.kill(os.getpid(), signal.SIGKILL)
-cur._computed = crash
+cur.answering._computed = crash
 cur.query(who, {"dataset": "t", "query": "count", "epsilon": 0.5, "idempotency_key": "k-1"})
 """
 
@@ -154,7 +154,7 @@ def test_a_worker_started_while_others_run_resolves_only_the_dead_ones_charges(
 def _blocked_first(cur: Curator) -> tuple[threading.Event, threading.Event]:
     """Make the next computation wait until ``go`` is set (``started`` says it is waiting)."""
     started, go = threading.Event(), threading.Event()
-    real = cur._computed
+    real = cur.answering._computed
 
     def computed(planned: Any) -> dict[str, Any]:
         if not started.is_set():
@@ -162,7 +162,7 @@ def _blocked_first(cur: Curator) -> tuple[threading.Event, threading.Event]:
             assert go.wait(60)
         return real(planned)
 
-    cur._computed = computed  # type: ignore[method-assign]
+    cur.answering._computed = computed  # type: ignore[method-assign]
     return started, go
 
 

@@ -119,7 +119,7 @@ def test_migrate_is_idempotent_and_concurrent(ledger: Ledger) -> None:
     def again() -> None:
         try:
             other = Ledger(ledger.url)
-            assert other.migrate() == 3
+            assert other.migrate() == 4
             other.close()
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)

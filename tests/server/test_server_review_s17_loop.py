@@ -42,7 +42,7 @@ def _on_loop() -> bool:
 def test_an_invalid_inline_query_does_not_refresh_on_the_event_loop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Curator._plan calls self.refresh() when the registry refuses a request (DataError). On the
+    # QueryPath._plan calls refresh() when the registry refuses a request (DataError). On the
     # inline path _plan runs on the event loop, so any analyst's invalid sum/mean (an unknown
     # column, bad bounds) runs refresh() there: it takes the data directory's flock (shared),
     # which an admin's dataset registration holds exclusively while it reads and stores the
@@ -111,7 +111,7 @@ def test_an_invalid_inline_query_is_not_held_up_by_a_registration(tmp_path: Path
 def test_a_failing_inline_answer_does_not_write_the_ledger_on_the_loop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Curator._answer runs on the loop when the aggregate is remembered; if the computation
+    # QueryPath._answer runs on the loop when the aggregate is remembered; if the computation
     # fails after the charge it calls ledger.fail(), a durable write: the ledger's write lock
     # (held by whichever thread leads a batch), the file lock shared with the other worker
     # processes, BEGIN IMMEDIATE and an fsync, all on the event loop.

@@ -32,8 +32,16 @@ class Quote(dict[str, Any]):
     the release, the half-width of the answer's noise interval (``"accuracy"``). A dict (the
     service's JSON) that prints as one line.
 
-    >>> Quote({"epsilon": 0.4, "delta": 0.0, "accuracy": {"alpha": 0.05, "half_width": 7.5}})
-    Quote(epsilon=0.4, delta=0, 95% noise interval +/- 7.5)
+    >>> Quote({"epsilon": 0.4, "delta": 0.0, "rho": 0.08,
+    ...        "accuracy": {"alpha": 0.05, "half_width": 7.5}})
+    Quote(epsilon=0.4, delta=0, rho=0.08, 95% noise interval +/- 7.5)
+
+    ``rho`` is what a budget declared in zCDP is charged (``None``: a δ > 0 price, which such a
+    budget refuses); ``epsilon`` is ``None`` for a ρ query without ``delta``, which only a ρ
+    budget pays:
+
+    >>> Quote({"epsilon": None, "delta": 0.0, "rho": 0.05})
+    Quote(rho=0.05)
     """
 
     @property
@@ -43,17 +51,23 @@ class Quote(dict[str, Any]):
         return None if acc is None else acc.get("half_width")
 
     def __repr__(self) -> str:
-        text = f"Quote(epsilon={self.get('epsilon', 0):g}, delta={self.get('delta', 0):g}"
+        parts = []
+        if self.get("epsilon") is not None:
+            parts.append(f"epsilon={self.get('epsilon', 0):g}, delta={self.get('delta', 0):g}")
+        if self.get("rho") is not None:
+            parts.append(f"rho={self['rho']:g}")
+        text = "Quote(" + ", ".join(parts)
         acc = self.get("accuracy")
         if acc is None:
             return text + ")"
+        text += ", " if parts else ""
         level = f"{100 * (1 - float(acc.get('alpha', 0.05))):g}%"
         h = acc.get("half_width")
         if isinstance(h, int | float):
-            text += f", {level} noise interval +/- {h:.4g}"
+            text += f"{level} noise interval +/- {h:.4g}"
         elif isinstance(h, dict) and h:  # a table: one half-width per output column
             cells = ", ".join(f"{k} +/- {v:.4g}" for k, v in h.items())
-            text += f", {level} noise intervals: {cells}"
+            text += f"{level} noise intervals: {cells}"
         return text + ")"
 
 
@@ -70,6 +84,8 @@ class RemoteRelease:
     id: str | None = None
     labels: tuple[str, ...] | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    rho: float | None = None
+    """What a budget in zCDP was (or would be) charged for it; ``None``: a δ > 0 price."""
 
     def ci(self, alpha: float | None = None) -> tuple[Any, Any]:
         """The ``1 − alpha`` noise interval computed by the service (ask with ``alpha=``)."""
@@ -180,17 +196,18 @@ class Curator:
             return Quote(out)
         return _answer(out)
 
-    def count(self, dataset: str, *, epsilon: float, **kw: Any) -> Any:
-        """Private number of rows."""
-        return self.query(dataset, "count", epsilon=epsilon, **kw)
+    def count(self, dataset: str, *, epsilon: float | None = None, **kw: Any) -> Any:
+        """Private number of rows (``epsilon=``, or ``rho=`` for Gaussian noise)."""
+        return self.query(dataset, "count", **_budget(epsilon), **kw)
 
-    def sum(self, dataset: str, column: str, *, epsilon: float, **kw: Any) -> Any:
-        """Private sum of a column (clamped to its public bounds, or ``bounds=``)."""
-        return self.query(dataset, "sum", column=column, epsilon=epsilon, **kw)
+    def sum(self, dataset: str, column: str, *, epsilon: float | None = None, **kw: Any) -> Any:
+        """Private sum of a column (clamped to its public bounds, or ``bounds=``; ``epsilon=``,
+        or ``rho=`` for Gaussian noise)."""
+        return self.query(dataset, "sum", column=column, **_budget(epsilon), **kw)
 
-    def mean(self, dataset: str, column: str, *, epsilon: float, **kw: Any) -> Any:
-        """Private mean of a column."""
-        return self.query(dataset, "mean", column=column, epsilon=epsilon, **kw)
+    def mean(self, dataset: str, column: str, *, epsilon: float | None = None, **kw: Any) -> Any:
+        """Private mean of a column (``epsilon=``, or ``rho=`` for Gaussian noise)."""
+        return self.query(dataset, "mean", column=column, **_budget(epsilon), **kw)
 
     def var(self, dataset: str, column: str, *, epsilon: float, **kw: Any) -> Any:
         """Private variance of a column."""
@@ -223,9 +240,12 @@ class Curator:
         """Private median."""
         return self.quantile(dataset, column, 0.5, epsilon=epsilon, **kw)
 
-    def histogram(self, dataset: str, column: str, *, epsilon: float, **kw: Any) -> Any:
-        """Private histogram (categories of a categorical column, or ``bins=``)."""
-        return self.query(dataset, "histogram", column=column, epsilon=epsilon, **kw)
+    def histogram(
+        self, dataset: str, column: str, *, epsilon: float | None = None, **kw: Any
+    ) -> Any:
+        """Private histogram (categories of a categorical column, or ``bins=``; ``epsilon=``,
+        or ``rho=`` for Gaussian noise)."""
+        return self.query(dataset, "histogram", column=column, **_budget(epsilon), **kw)
 
     def group_by(
         self,
@@ -339,7 +359,9 @@ class Curator:
         return out
 
     def budget(self) -> list[dict[str, Any]]:
-        """Your budgets: total, spent and remaining ε and δ per dataset."""
+        """Your budgets: total, spent and remaining ε and δ per dataset; a budget declared in
+        zCDP has ``rho``, ``spent_rho``, ``remaining_rho`` and ``remaining_as`` (the (ε, δ)
+        the remaining ρ implies, for reading)."""
         out: list[dict[str, Any]] = self._call("GET", "/v1/me")["budgets"]
         return out
 
@@ -351,6 +373,31 @@ class Curator:
     def admin(self, method: str, path: str, body: Any = None) -> Any:
         """Call an admin endpoint (``/v1/admin/...``) with this client's key."""
         return self._call(method, path, body)
+
+    def set_budget(
+        self,
+        analyst: str,
+        dataset: str,
+        *,
+        epsilon: float | None = None,
+        delta: float = 0.0,
+        rho: float | None = None,
+    ) -> None:
+        """Set an analyst's budget on a dataset (admin key): ``epsilon`` (and ``delta``), or
+        ``rho`` for a budget in zero-concentrated DP (its charges' ρ add up exactly)."""
+        body: dict[str, Any] = {"analyst": analyst, "dataset": dataset}
+        if rho is not None:
+            if epsilon is not None or delta:
+                raise DataError("a budget is in (epsilon, delta) or in rho, not both.")
+            body["rho"] = rho
+        else:
+            body.update(epsilon=epsilon, delta=delta)
+        self._call("PUT", "/v1/admin/budgets", body)
+
+
+def _budget(epsilon: float | None) -> dict[str, Any]:
+    """``epsilon`` as a request parameter when given (a ρ query gives ``rho=`` instead)."""
+    return {} if epsilon is None else {"epsilon": epsilon}
 
 
 _DEFAULT_NAMES = {"count": "count", "count_units": "units", "quantiles": "q_{}"}
@@ -400,6 +447,7 @@ def _release(out: dict[str, Any]) -> RemoteRelease:
         alpha=float(out.get("alpha", 0.05)),
         epsilon=float(out.get("epsilon", 0.0)),
         delta=float(out.get("delta", 0.0)),
+        rho=None if out.get("rho") is None else float(out["rho"]),
         statistic=str(out.get("query")),
         id=out.get("id"),
         labels=None if labels is None else tuple(labels),

@@ -58,19 +58,26 @@ class Charge:
     result: dict[str, Any] | None
     created: float
     replayed: bool = False
+    rho: float | None = None
+    """The charge's price in zCDP, paid by ρ budgets (``None``: an (ε, δ > 0) request)."""
 
 
 @dataclass(frozen=True)
 class Ask:
-    """A charge asked for (amounts in ledger units, request as canonical JSON)."""
+    """A charge asked for (amounts in ledger units, request as canonical JSON).
+
+    ``eu, du``: the (ε, δ) price, paid by (ε, δ) budgets (``eu`` is ``None`` for a ρ request
+    without δ, which they cannot pay); ``ru``: the ρ price, paid by ρ budgets (``None`` for an
+    (ε, δ > 0) request, which they cannot pay)."""
 
     analyst: str
     dataset: str
     body: str
-    eu: int
+    eu: int | None
     du: int
     idem_key: str | None
     version: int | None
+    ru: int | None = None
     neighbouring: Neighbouring | None = Neighbouring.ADD_REMOVE
     """The relation the charge's guarantee holds under (None: any, as for an event declaring
     none); the service's queries are all add/remove of one row (:mod:`._queries`)."""
@@ -80,10 +87,11 @@ def ask(
     analyst: str,
     dataset: str,
     request: dict[str, Any],
-    epsilon: float,
+    epsilon: float | None,
     delta: float,
     idem_key: str | None,
     version: int | None,
+    rho: float | None = None,
     neighbouring: Neighbouring | None = Neighbouring.ADD_REMOVE,
 ) -> Ask:
     if neighbouring is not None and not isinstance(neighbouring, Neighbouring):
@@ -91,16 +99,9 @@ def ask(
             "neighbouring must be None, Neighbouring.ADD_REMOVE or Neighbouring.REPLACE."
         )
     body = canonical(request)
-    return Ask(
-        analyst,
-        dataset,
-        body,
-        cost_units(epsilon),
-        cost_units(delta),
-        idem_key,
-        version,
-        neighbouring,
-    )
+    eu = None if epsilon is None else cost_units(epsilon)
+    ru = None if rho is None else cost_units(rho)
+    return Ask(analyst, dataset, body, eu, cost_units(delta), idem_key, version, ru, neighbouring)
 
 
 RELATIONS_TABLE = (
@@ -115,6 +116,29 @@ relation the service priced). Guarantees under add/remove and under replacement 
 not add up to one under either, so a dataset's charges (its analysts' budgets and its total)
 keep to one relation, checked as the library's accountants check theirs
 (:func:`dpkit.accounting._relation.check_relation`)."""
+
+
+_NO_RHO = (
+    "{whose} is in zero-concentrated DP (rho); a request with delta > 0 "
+    "has no lossless conversion to rho, so it is refused. Ask with rho= (Gaussian noise) or "
+    "with delta=0 (pure epsilon-DP, charged rho = epsilon^2/2). Nothing was charged or released."
+)
+_NO_EPSILON = (
+    "{whose} is in (epsilon, delta); a rho request is paid there as "
+    "(epsilon(delta), delta): give delta with rho. Nothing was charged or released."
+)
+
+
+def _price_in(row_rho: int | None, a: Ask, whose: str) -> tuple[int, int, int]:
+    """What ``a`` costs a budget row, as (ε, δ, ρ) units: its ρ price on a ρ budget
+    (``row_rho`` not ``None``), its (ε, δ) price otherwise; refused where it has none."""
+    if row_rho is not None:
+        if a.ru is None:
+            raise PrivacyParameterError(_NO_RHO.format(whose=whose))
+        return 0, 0, a.ru
+    if a.eu is None:
+        raise PrivacyParameterError(_NO_EPSILON.format(whose=whose))
+    return a.eu, a.du, 0
 
 
 _UPDATE_FROM = sqlite3.sqlite_version_info >= (3, 33, 0)
@@ -141,12 +165,19 @@ def new_charge_id(now: float, taken: Container[str] = ()) -> str:
             return cid
 
 
+def _stored(r: tuple[Any, ...]) -> Ask:
+    """The prices of a charge row decided in this batch (for its rows' running totals)."""
+    return Ask(r[1], r[2], r[4], r[5], r[6], r[3], None, r[9])
+
+
 def _chunks(rows: list[Any], size: int) -> Iterator[list[Any]]:
     for i in range(0, len(rows), size):
         yield rows[i : i + size]
 
 
-CHARGE_COLUMNS = "id, analyst, dataset, request_json, epsilon, delta, status, result_json, created"
+CHARGE_COLUMNS = (
+    "id, analyst, dataset, request_json, epsilon, delta, status, result_json, created, rho"
+)
 
 
 def charge_from_row(row: Sequence[Any], replayed: bool = False) -> Charge:
@@ -161,6 +192,7 @@ def charge_from_row(row: Sequence[Any], replayed: bool = False) -> Charge:
         None if row[7] is None else json.loads(row[7]),
         row[8],
         replayed,
+        None if row[9] is None else from_units(row[9]),
     )
 
 
@@ -184,15 +216,15 @@ class ChargeBatches:
         ds: dict[str, list[int] | None] = {}
         for name in sorted({a.dataset for a in asks}):
             row = conn.execute(
-                q("SELECT total_epsilon, total_delta, spent_epsilon, spent_delta, version FROM "
-                  "datasets WHERE name = ?" + lock), (name,),
+                q("SELECT total_epsilon, total_delta, spent_epsilon, spent_delta, version, "
+                  "total_rho, spent_rho FROM datasets WHERE name = ?" + lock), (name,),
             ).fetchone()  # fmt: skip
             ds[name] = None if row is None else list(row)
         bud: dict[tuple[str, str], list[int] | None] = {}
         for key in sorted({(a.analyst, a.dataset) for a in asks}):
             row = conn.execute(
-                q("SELECT epsilon, delta, spent_epsilon, spent_delta FROM budgets WHERE "
-                  "analyst = ? AND dataset = ?" + lock), key,
+                q("SELECT epsilon, delta, spent_epsilon, spent_delta, rho, spent_rho FROM budgets "
+                  "WHERE analyst = ? AND dataset = ?" + lock), key,
             ).fetchone()  # fmt: skip
             bud[key] = None if row is None else list(row)
         # (read after the dataset rows are locked: a dataset's relation row is written only
@@ -233,31 +265,38 @@ class ChargeBatches:
         for chunk in _chunks(rows, 100):
             conn.execute(
                 q("INSERT INTO charges (id, analyst, dataset, idem_key, request_json, epsilon, "
-                  "delta, status, created, owner) VALUES "
-                  + ", ".join(["(?, ?, ?, ?, ?, ?, ?, 'reserved', ?, ?)"] * len(chunk))),
-                [v for r in chunk for v in (*r[:8], self.owner)],
+                  "delta, status, created, owner, rho) VALUES "
+                  + ", ".join(["(?, ?, ?, ?, ?, ?, ?, 'reserved', ?, ?, ?)"] * len(chunk))),
+                [v for r in chunk for v in (*r[:8], self.owner, r[9])],
             )  # fmt: skip
+        # What each row is charged, in its own unit (:func:`_price_in`): ρ rows add ρ exactly.
         spent_ds: dict[str, list[int]] = {}
         spent_b: dict[tuple[str, str], list[int]] = {}
         for r in rows:
-            for total in (spent_ds.setdefault(r[2], [0, 0]), spent_b.setdefault(r[1:3], [0, 0])):
-                total[0] += r[5]
-                total[1] += r[6]
-        for name, (e, d) in sorted(spent_ds.items()):
+            for total, row in (
+                (spent_ds.setdefault(r[2], [0, 0, 0]), ds[r[2]]),
+                (spent_b.setdefault(r[1:3], [0, 0, 0]), bud[r[1:3]]),
+            ):
+                rho_col = None if row is None else row[-2]
+                for i, v in enumerate(_price_in(rho_col, _stored(r), "")):
+                    total[i] += v
+        for name, (e, d, p) in sorted(spent_ds.items()):
             conn.execute(
                 q("UPDATE datasets SET spent_epsilon = spent_epsilon + ?, spent_delta = "
-                  "spent_delta + ? WHERE name = ?"), (e, d, name),
+                  "spent_delta + ?, spent_rho = spent_rho + ? WHERE name = ?"), (e, d, p, name),
             )  # fmt: skip
-        for (who, name), (e, d) in sorted(spent_b.items()):
+        for (who, name), (e, d, p) in sorted(spent_b.items()):
             conn.execute(
                 q("UPDATE budgets SET spent_epsilon = spent_epsilon + ?, spent_delta = "
-                  "spent_delta + ? WHERE analyst = ? AND dataset = ?"), (e, d, who, name),
+                  "spent_delta + ?, spent_rho = spent_rho + ? WHERE analyst = ? AND dataset = ?"),
+                (e, d, p, who, name),
             )  # fmt: skip
-        audit = [(r[7], r[1], r[2], r[8], r[5], r[6], f"reserved {r[0]}") for r in rows]
+        audit = [(r[7], r[1], r[2], r[8], r[5], r[6], r[9], f"reserved {r[0]}") for r in rows]
         for chunk in _chunks(audit, 100):
             conn.execute(
-                q("INSERT INTO audit (ts, principal, kind, dataset, query, epsilon, delta, "
-                  "outcome) VALUES " + ", ".join(["(?, ?, 'charge', ?, ?, ?, ?, ?)"] * len(chunk))),
+                q("INSERT INTO audit (ts, principal, kind, dataset, query, epsilon, delta, rho, "
+                  "outcome) VALUES "
+                  + ", ".join(["(?, ?, 'charge', ?, ?, ?, ?, ?, ?)"] * len(chunk))),
                 [v for r in chunk for v in r],
             )  # fmt: skip
         return out
@@ -297,13 +336,28 @@ class ChargeBatches:
                     )
                 return charge_from_row(row, replayed=True)
         d, b = ds[a.dataset], bud[(a.analyst, a.dataset)]
-        eu, du = a.eu, a.du
         if d is not None and a.version is not None and d[4] != a.version:
             raise StaleDatasetError("the dataset was replaced; reload it and ask again.")
         if d is None or b is None:
             raise NoBudgetError("you have no budget on a dataset of that name.")
         held = None if rel is None else rel.get(a.dataset)
         relation = check_relation(held, a.neighbouring)  # (refused: nothing changed)
+        # Each row pays in its own unit; a price it cannot pay losslessly is refused.
+        eu, du, ru = _price_in(b[4], a, "your budget on this dataset")
+        de, dd, dr = _price_in(d[5], a, "this dataset's total budget")
+        if ru and b[5] + ru > b[4]:
+            raise BudgetExceededError(
+                f"the query costs rho={from_units(ru):.6g} but your budget on this dataset has "
+                f"rho={from_units(b[4] - b[5]):.6g} left. Nothing was charged or released.",
+                requested={"rho": from_units(ru)},
+                remaining={"rho": from_units(b[4] - b[5])},
+            )
+        if dr and d[6] + dr > d[5]:
+            raise BudgetExceededError(
+                "the dataset's total rho budget (shared by all analysts) would be exceeded by "
+                "this query. Nothing was charged or released.",
+                requested={"rho": from_units(dr)},
+            )
         if b[2] + eu > b[0] or b[3] + du > b[1]:
             raise BudgetExceededError(
                 f"the query costs epsilon={from_units(eu):.6g}, delta={from_units(du):.3g} but "
@@ -312,22 +366,27 @@ class ChargeBatches:
                 requested=(from_units(eu), from_units(du)),
                 remaining=(from_units(b[0] - b[2]), from_units(b[1] - b[3])),
             )
-        if d[2] + eu > d[0] or d[3] + du > d[1]:
+        if d[2] + de > d[0] or d[3] + dd > d[1]:
             raise BudgetExceededError(
                 "the dataset's total budget (shared by all analysts) would be exceeded by this "
                 "query. Nothing was charged or released.",
-                requested=(from_units(eu), from_units(du)),
+                requested=(from_units(de), from_units(dd)),
             )
-        b[2], b[3], d[2], d[3] = b[2] + eu, b[3] + du, d[2] + eu, d[3] + du
+        b[2], b[3], b[5] = b[2] + eu, b[3] + du, b[5] + ru
+        d[2], d[3], d[6] = d[2] + de, d[3] + dd, d[6] + dr
         if rel is not None and relation is not None:
             rel[a.dataset] = relation
         cid = new_charge_id(now, taken)
         taken.add(cid)
         request = json.loads(a.body)
-        rows.append((cid, a.analyst, a.dataset, a.idem_key, a.body, eu, du, now,
-                     request.get("query")))  # fmt: skip
-        charge = Charge(cid, a.analyst, a.dataset, request, from_units(eu), from_units(du),
-                        "reserved", None, now)  # fmt: skip
+        # the charge keeps both prices (ε is 0 where it has none): a refund takes back from
+        # each row what its unit was charged
+        ae = 0 if a.eu is None else a.eu
+        rows.append((cid, a.analyst, a.dataset, a.idem_key, a.body, ae, a.du, now,
+                     request.get("query"), a.ru))  # fmt: skip
+        charge = Charge(cid, a.analyst, a.dataset, request, from_units(ae), from_units(a.du),
+                        "reserved", None, now, False,
+                        None if a.ru is None else from_units(a.ru))  # fmt: skip
         if a.idem_key is not None:
             new[(a.analyst, a.idem_key)] = (a.body, charge)
         return charge

@@ -98,6 +98,17 @@ def _budget_rows(budgets: list[dict[str, Any]], with_name: bool) -> list[list[st
     rows = []
     for b in budgets:
         row = [_e(b["name"])] if with_name else []
+        if "rho" in b:  # a budget in zCDP: its amounts are ρ (dpkit.server._rho)
+            row += [
+                _e(b["dataset"]),
+                f"ρ {b['rho']:.4g}",
+                f"ρ {b['spent_rho']:.4g}",
+                f"ρ {b['remaining_rho']:.4g}",
+                "",
+                _bar(b["spent_rho"], b["rho"]),
+            ]
+            rows.append(row)
+            continue
         row += [
             _e(b["dataset"]),
             f"{b['epsilon']:.4g}",
@@ -177,18 +188,22 @@ def dashboard_page(curator: Curator, who: Principal) -> str:
     parts = [f"<h1>dpkit curator — {_e(who.name)} ({_e(who.role)})</h1>"]
     ch_head = ["time (UTC)", "dataset", "query", "column(s)", "ε", "status", "value",
                "interval", "error bar"]  # fmt: skip
-    b_head = ["dataset", "ε budget", "ε spent", "ε left", "δ budget", "used"]
+    b_head = ["dataset", "budget (ε or ρ)", "spent", "left", "δ budget", "used"]
     r_head = ["time (UTC)", "dataset", "query", "refused with"]
     if who.role == "admin":
         names = {str(p["id"]): str(p["name"]) for p in led.principals()}
         ds_rows = [
+            [_e(d["name"]), _e(", ".join(c["name"] for c in d["schema"]["columns"])),
+             f"ρ {d['total_rho']:.4g}", f"ρ {d['spent_rho']:.4g}",
+             _bar(d["spent_rho"], d["total_rho"])]
+            if "total_rho" in d else
             [_e(d["name"]), _e(", ".join(c["name"] for c in d["schema"]["columns"])),
              f"{d['total_epsilon']:.4g}", f"{d['spent_epsilon']:.4g}",
              _bar(d["spent_epsilon"], d["total_epsilon"])]
             for d in led.datasets()
         ]  # fmt: skip
         parts.append("<h2>Datasets</h2>" + _table(
-            ["name", "columns", "total ε", "spent ε", "used"], ds_rows))  # fmt: skip
+            ["name", "columns", "total (ε or ρ)", "spent", "used"], ds_rows))  # fmt: skip
         totals = {str(d["name"]): float(d["total_epsilon"]) for d in led.datasets()}
         spent = _spent_over_time(led.charges(None, 10_000))
         parts.append("<h2>Budget spent over time</h2>" + budget_over_time(spent, totals))

@@ -112,6 +112,7 @@ def demo() -> None:
                     c.median("households", "income", epsilon=0.5)
                 except dpkit.errors.BudgetExceededError as exc:
                     print(f"median(income) at ε = 0.5 refused: {str(exc).split('. ')[0]}.")
+            _rho_budget(url, admin_key)
         finally:
             server.should_exit = True
             thread.join(timeout=10)
@@ -121,3 +122,26 @@ def demo() -> None:
         print(f"the data were stored once, at registration: data.arrow ({kb:.0f} KB, read-only),\n"
               "  mapped by every worker (one copy in the page cache, however many workers),\n"
               "  its SHA-256 checked against data.json when mapped")  # fmt: skip
+
+
+def _rho_budget(url: str, admin_key: str) -> None:
+    """A budget declared in zero-concentrated DP: ρ's add up exactly in the ledger."""
+    import dpkit.errors
+    from dpkit.client import Curator
+
+    with Curator(url, admin_key) as admin:
+        bob = admin.admin("POST", "/v1/admin/analysts", {"name": "bob"})
+        admin.set_budget(bob["id"], "households", rho=0.05)
+    print("bob's budget is declared in zCDP: rho = 0.05 (charges' rho add up exactly)")
+    with Curator(url, bob["key"]) as c:
+        n = c.count("households", epsilon=0.2)
+        print(f"count          = {n.value}   ε = 0.2, charged rho = ε²/2 = {n.rho:g}")
+        s = c.sum("households", "income", rho=0.03, delta=1e-7)
+        print(f"sum(income)    = {s.value:.0f}   Gaussian noise, charged rho = {s.rho:g}")
+        (b,) = c.budget()
+        print(f"remaining: rho = {b['remaining_rho']:g}")
+        try:
+            c.mean("households", "age", epsilon=0.1, delta=1e-7)
+        except dpkit.errors.PrivacyParameterError as exc:
+            why = str(exc).split("; ")[1].split(". ")[0]
+            print(f"mean(age) at (ε, δ) = (0.1, 1e-7) refused: {why}.")

@@ -59,6 +59,8 @@ class Http:
         body: dict[str, Any] = {"error": {"type": name, "message": msg}}
         if isinstance(exc, BudgetExceededError) and isinstance(exc.remaining, tuple):
             body["error"]["remaining"] = {"epsilon": exc.remaining[0], "delta": exc.remaining[1]}
+        elif isinstance(exc, BudgetExceededError) and isinstance(exc.remaining, dict):
+            body["error"]["remaining"] = dict(exc.remaining)  # a budget in rho: {"rho": ...}
         return self.json_response(body, status_code=code)
 
     @staticmethod

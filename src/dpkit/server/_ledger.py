@@ -46,6 +46,7 @@ from dpkit.server._files import private_ledger
 from dpkit.server._group import GroupCommit
 from dpkit.server._ledger_audit import AuditQueries
 from dpkit.server._locks import ledger_file_lock
+from dpkit.server._rho import rho_shown
 from dpkit.server._sql import MIGRATIONS, from_units, limit_units
 
 __all__ = ["Charge", "Ledger", "NoBudgetError", "StaleDatasetError"]
@@ -54,6 +55,13 @@ __all__ = ["Charge", "Ledger", "NoBudgetError", "StaleDatasetError"]
 def _serialization_failure(exc: BaseException) -> bool:
     """A PostgreSQL serialization failure or deadlock: the transaction may simply be re-run."""
     return getattr(exc, "sqlstate", None) in ("40001", "40P01")
+
+
+_REFUND = (
+    "spent_epsilon = spent_epsilon - CASE WHEN {rho} IS NULL THEN ? ELSE 0 END, "
+    "spent_delta = spent_delta - CASE WHEN {rho} IS NULL THEN ? ELSE 0 END, "
+    "spent_rho = spent_rho - CASE WHEN {rho} IS NULL THEN 0 ELSE ? END"
+)
 
 
 def _close_all(held: list[tuple[threading.Thread, Any]]) -> None:
@@ -75,7 +83,7 @@ class Ledger(AuditQueries, ChargeBatches):
     >>> from dpkit.server import Ledger
     >>> led = Ledger(os.path.join(tempfile.mkdtemp(), "ledger.db"))
     >>> led.migrate()
-    3
+    4
     """
 
     def __init__(self, url: str, *, background_checkpoints: bool = False) -> None:
@@ -261,16 +269,29 @@ class Ledger(AuditQueries, ChargeBatches):
         return [dict(id=r[0], name=r[1], role=r[2], created=r[3]) for r in rows.fetchall()]
 
     # -- datasets and budgets ------------------------------------------------------------------
-    def add_dataset(self, name: str, schema: dict[str, Any], epsilon: float, delta: float) -> int:
+    def add_dataset(
+        self,
+        name: str,
+        schema: dict[str, Any],
+        epsilon: float,
+        delta: float,
+        *,
+        rho: float | None = None,
+    ) -> int:
         """Register a dataset's schema and total budget (a new schema replaces the old one).
 
-        Returns the dataset's version: 1 when new, one more than before when replaced."""
+        The total is (ε, δ), or ρ (zCDP) when ``rho`` is given (then ε and δ are 0); a dataset
+        registered again keeps its total. Returns the dataset's version: 1 when new, one more
+        than before when replaced."""
+        rho_units = None if rho is None else limit_units(rho)
         with self._tx() as conn:
-            args = (name, json.dumps(schema), limit_units(epsilon), limit_units(delta), time.time())
+            args = (name, json.dumps(schema), limit_units(epsilon), limit_units(delta),
+                    rho_units, time.time())  # fmt: skip
             conn.execute(
                 self._sql(
-                    "INSERT INTO datasets (name, schema_json, total_epsilon, total_delta, created) "
-                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
+                    "INSERT INTO datasets (name, schema_json, total_epsilon, total_delta, "
+                    "total_rho, created) "
+                    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
                     "schema_json = excluded.schema_json, version = datasets.version + 1"
                 ),
                 args,
@@ -279,13 +300,15 @@ class Ledger(AuditQueries, ChargeBatches):
             return int(row.fetchone()[0])
 
     def datasets(self) -> list[dict[str, Any]]:
-        """Every dataset with its schema, version, total and spent budget."""
+        """Every dataset with its schema, version, total and spent budget (and, for a total in
+        ρ, ``total_rho``, ``spent_rho`` and :func:`rho_shown`'s (ε, δ) of what remains)."""
         rows = self._exec(
             "SELECT name, schema_json, total_epsilon, total_delta, spent_epsilon, spent_delta, "
-            "version FROM datasets ORDER BY name"
+            "version, total_rho, spent_rho FROM datasets ORDER BY name"
         ).fetchall()
-        return [
-            dict(
+        out = []
+        for r in rows:
+            ds = dict(
                 name=r[0],
                 schema=json.loads(r[1]),
                 total_epsilon=from_units(r[2]),
@@ -294,12 +317,23 @@ class Ledger(AuditQueries, ChargeBatches):
                 spent_delta=from_units(r[5]),
                 version=int(r[6]),
             )
-            for r in rows
-        ]
+            if r[7] is not None:
+                ds.update(total_rho=from_units(r[7]), spent_rho=from_units(r[8]))
+                ds.update(rho_shown(r[7] - r[8]))
+            out.append(ds)
+        return out
 
-    def set_budget(self, analyst: str, dataset: str, epsilon: float, delta: float) -> None:
-        """Set an analyst's budget on a dataset (never below what is already spent)."""
+    def set_budget(
+        self, analyst: str, dataset: str, epsilon: float, delta: float, *, rho: float | None = None
+    ) -> None:
+        """Set an analyst's budget on a dataset (never below what is already spent).
+
+        With ``rho`` the budget is in zCDP (ρ, composed by adding; ``epsilon`` and ``delta``
+        must be 0); a budget changes unit only while nothing has been spent from it."""
         eu, du = limit_units(epsilon), limit_units(delta)
+        ru = None if rho is None else limit_units(rho)
+        if ru is not None and (eu or du):
+            raise DataError("a budget is in (epsilon, delta) or in rho, not both.")
         with self._tx() as conn:
             if (
                 conn.execute(
@@ -311,43 +345,54 @@ class Ledger(AuditQueries, ChargeBatches):
             p = self.principal(analyst)
             if p is None or p[2] != "analyst":
                 raise DataError("no analyst with that id.")
+            lock = " FOR UPDATE" if self.postgres else ""
             row = conn.execute(
                 self._sql(
-                    "SELECT spent_epsilon, spent_delta FROM budgets WHERE analyst = ? "
-                    "AND dataset = ?"
+                    "SELECT spent_epsilon, spent_delta, rho, spent_rho FROM budgets WHERE "
+                    "analyst = ? AND dataset = ?" + lock
                 ),
                 (analyst, dataset),
             ).fetchone()
             if row is None:
                 conn.execute(
                     self._sql(
-                        "INSERT INTO budgets (analyst, dataset, epsilon, delta) VALUES (?, ?, ?, ?)"
+                        "INSERT INTO budgets (analyst, dataset, epsilon, delta, rho) "
+                        "VALUES (?, ?, ?, ?, ?)"
                     ),
-                    (analyst, dataset, eu, du),
+                    (analyst, dataset, eu, du, ru),
                 )
-            elif row[0] > eu or row[1] > du:
+                return
+            spent = row[0] or row[1] or row[3]
+            if spent and (row[2] is None) != (ru is None):
+                raise DataError(
+                    "a budget cannot change between (epsilon, delta) and rho once the analyst "
+                    "has spent from it."
+                )
+            if row[0] > eu or row[1] > du or (ru is not None and row[3] > ru):
                 raise DataError("a budget cannot be set below what the analyst already spent.")
-            else:
-                conn.execute(
-                    self._sql(
-                        "UPDATE budgets SET epsilon = ?, delta = ? "
-                        "WHERE analyst = ? AND dataset = ?"
-                    ),
-                    (eu, du, analyst, dataset),
-                )
+            conn.execute(
+                self._sql(
+                    "UPDATE budgets SET epsilon = ?, delta = ?, rho = ? "
+                    "WHERE analyst = ? AND dataset = ?"
+                ),
+                (eu, du, ru, analyst, dataset),
+            )
 
     def budgets(self, analyst: str | None = None) -> list[dict[str, Any]]:
-        """Budgets (of one analyst, or all), with what is spent and what remains."""
+        """Budgets (of one analyst, or all), with what is spent and what remains; a budget in
+        ρ also has ``rho``, ``spent_rho``, ``remaining_rho`` and the (ε, δ) that the remaining
+        ρ implies (:func:`rho_shown`, for display: the ledger composes and checks ρ itself)."""
         sql = (
             "SELECT b.analyst, p.name, b.dataset, b.epsilon, b.delta, b.spent_epsilon, "
-            "b.spent_delta FROM budgets b JOIN principals p ON p.id = b.analyst"
+            "b.spent_delta, b.rho, b.spent_rho FROM budgets b JOIN principals p ON p.id = b.analyst"
         )
         args: tuple[Any, ...] = ()
         if analyst is not None:
             sql, args = sql + " WHERE b.analyst = ?", (analyst,)
         rows = self._exec(sql + " ORDER BY p.name, b.dataset", args).fetchall()
-        return [
-            dict(
+        out = []
+        for r in rows:
+            b = dict(
                 analyst=r[0],
                 name=r[1],
                 dataset=r[2],
@@ -358,8 +403,12 @@ class Ledger(AuditQueries, ChargeBatches):
                 remaining_epsilon=from_units(r[3] - r[5]),
                 remaining_delta=from_units(r[4] - r[6]),
             )
-            for r in rows
-        ]
+            if r[7] is not None:
+                b.update(rho=from_units(r[7]), spent_rho=from_units(r[8]),
+                         remaining_rho=from_units(r[7] - r[8]))  # fmt: skip
+                b.update(rho_shown(r[7] - r[8]))
+            out.append(b)
+        return out
 
     # -- charges -------------------------------------------------------------------------------
     def reserve(
@@ -367,13 +416,19 @@ class Ledger(AuditQueries, ChargeBatches):
         analyst: str,
         dataset: str,
         request: dict[str, Any],
-        epsilon: float,
+        epsilon: float | None,
         delta: float,
         idem_key: str | None = None,
         version: int | None = None,
+        rho: float | None = None,
         neighbouring: Neighbouring | None = Neighbouring.ADD_REMOVE,
     ) -> Charge:
         """Charge (ε, δ) durably in one transaction, or raise and charge nothing.
+
+        ``rho``: the request's price in zCDP, paid by budgets declared in ρ (``None``: an
+        (ε, δ > 0) request, which they refuse); ``epsilon=None``: a ρ request without δ, which
+        (ε, δ) budgets refuse. Each budget row (the analyst's, the dataset's total) pays in its
+        own unit.
 
         With an idempotency key already used by this analyst, the existing charge is returned
         (``replayed=True``) and nothing new is charged; a different request under the same key
@@ -397,7 +452,7 @@ class Ledger(AuditQueries, ChargeBatches):
         # Charges queued together share one transaction, a few statements and one flush
         # (:mod:`._group`); a PostgreSQL batch that meets a deadlock or serialization failure
         # is retried whole.
-        item = ask(analyst, dataset, request, epsilon, delta, idem_key, version, neighbouring)
+        item = ask(analyst, dataset, request, epsilon, delta, idem_key, version, rho, neighbouring)
         out: Charge = self._group.run_many(self._reserve_many, item)
         return out
 
@@ -406,14 +461,15 @@ class Ledger(AuditQueries, ChargeBatches):
         analyst: str,
         dataset: str,
         request: dict[str, Any],
-        epsilon: float,
+        epsilon: float | None,
         delta: float,
         idem_key: str | None = None,
         version: int | None = None,
+        rho: float | None = None,
         neighbouring: Neighbouring | None = Neighbouring.ADD_REMOVE,
     ) -> Charge:
         """:meth:`reserve` for a coroutine on an event loop (the same transaction and batch)."""
-        item = ask(analyst, dataset, request, epsilon, delta, idem_key, version, neighbouring)
+        item = ask(analyst, dataset, request, epsilon, delta, idem_key, version, rho, neighbouring)
         out: Charge = await self._group.run_many_async(self._reserve_many, item)
         return out
 
@@ -444,22 +500,23 @@ class Ledger(AuditQueries, ChargeBatches):
             row = conn.execute(
                 self._sql("UPDATE charges SET status = ?, finished = ? "
                           "WHERE id = ? AND status = 'reserved' "
-                          "RETURNING analyst, dataset, epsilon, delta"),
+                          "RETURNING analyst, dataset, epsilon, delta, rho"),
                 (status, time.time(), cid),
             ).fetchone()  # fmt: skip
             if row is None:
                 return
-            a, d, eu, du = row[0], row[1], row[2], row[3]
+            a, d, eu, du, ru = row[0], row[1], row[2], row[3], row[4] or 0
             if refund:
                 # Dataset row first, then budget row: the lock order of a charge (no deadlock).
+                # Each row takes back what its unit was charged: ρ on a ρ budget, (ε, δ) else.
                 conn.execute(
-                    self._sql("UPDATE datasets SET spent_epsilon = spent_epsilon - ?, "
-                              "spent_delta = spent_delta - ? WHERE name = ?"), (eu, du, d),
+                    self._sql(f"UPDATE datasets SET {_REFUND.format(rho='total_rho')} "
+                              "WHERE name = ?"), (eu, du, ru, d),
                 )  # fmt: skip
                 conn.execute(
-                    self._sql("UPDATE budgets SET spent_epsilon = spent_epsilon - ?, "
-                              "spent_delta = spent_delta - ? WHERE analyst = ? AND dataset = ?"),
-                    (eu, du, a, d),
+                    self._sql(f"UPDATE budgets SET {_REFUND.format(rho='rho')} "
+                              "WHERE analyst = ? AND dataset = ?"),
+                    (eu, du, ru, a, d),
                 )  # fmt: skip
 
     def charge(self, cid: str) -> Charge | None:

@@ -87,17 +87,29 @@ class AuditQueries:
             ("budgets", "analyst, dataset", "c.analyst = t.analyst AND c.dataset = t.dataset"),
             ("datasets", "name", "c.dataset = t.name"),
         ):
-            lim = "epsilon, delta" if table == "budgets" else "total_epsilon, total_delta"
+            lim = (
+                "epsilon, delta, rho"
+                if table == "budgets"
+                else "total_epsilon, total_delta, total_rho"
+            )
             rows = self._exec(
-                f"SELECT {key}, spent_epsilon, spent_delta, {lim}, "
+                f"SELECT {key}, spent_epsilon, spent_delta, spent_rho, {lim}, "
                 f"(SELECT COALESCE(SUM(epsilon), 0) FROM charges c WHERE {where} "
                 "AND c.status <> 'refunded'), "
                 f"(SELECT COALESCE(SUM(delta), 0) FROM charges c WHERE {where} "
+                "AND c.status <> 'refunded'), "
+                f"(SELECT COALESCE(SUM(rho), 0) FROM charges c WHERE {where} "
                 f"AND c.status <> 'refunded') FROM {table} t"
             ).fetchall()
             for r in rows:
-                *ids, se, sd, le, ld, ce, cd = r
-                if int(se) != int(ce) or int(sd) != int(cd):
+                *ids, se, sd, sr, le, ld, lr, ce, cd, cr = r
+                if lr is not None:  # a budget in rho: it is charged each charge's rho only
+                    if int(sr) != int(cr) or se or sd:
+                        problems.append(f"{table} {ids}: spent rho {sr} but charges sum {cr}")
+                    if sr > lr:
+                        problems.append(f"{table} {ids}: spent rho {sr} over budget {lr}")
+                    continue
+                if int(se) != int(ce) or int(sd) != int(cd) or sr:
                     problems.append(f"{table} {ids}: spent {se},{sd} but charges sum {ce},{cd}")
                 if se > le or sd > ld:
                     problems.append(f"{table} {ids}: spent {se},{sd} over budget {le},{ld}")

@@ -43,6 +43,7 @@ def result_json(charge: Charge) -> dict[str, Any]:
         "request": charge.request,
         "epsilon": charge.epsilon,
         "delta": charge.delta,
+        "rho": charge.rho,  # paid by budgets in rho (None: a delta > 0 price, which they refuse)
         "status": charge.status,
         "created": charge.created,
         "replayed": charge.replayed,

@@ -129,10 +129,11 @@ def _privacy(params: Mapping[str, Any], pure: bool = False) -> tuple[float, floa
 def _rho(params: Mapping[str, Any]) -> float | None:
     """The request's zCDP budget ``rho`` (discrete Gaussian noise), or ``None``.
 
-    With ``rho`` the request gives no ``epsilon`` and a ``delta`` > 0: the ledger keeps (ε, δ)
-    budgets, so the answer is paid as the library's :class:`~dpkit.accounting.Accountant` with
-    an (ε, δ) budget pays a ρ release, ``(ε(δ), δ)`` from the exact privacy curve of the noise
-    it draws (:func:`_rho_price`).
+    With ``rho`` the request gives no ``epsilon``. A budget declared in ρ pays it as ρ (exactly,
+    :mod:`._rho`); an (ε, δ) budget pays it as the library's :class:`~dpkit.accounting.Accountant`
+    with an (ε, δ) budget pays a ρ release, ``(ε(δ), δ)`` from the exact privacy curve of the
+    noise it draws, at the request's ``delta`` > 0 (:func:`_rho_price`; without ``delta`` only
+    ρ budgets can pay it).
     """
     if "rho" not in params:
         return None
@@ -143,8 +144,11 @@ def _rho(params: Mapping[str, Any]) -> float | None:
 
 
 def _rho_price(params: Mapping[str, Any], event: Any) -> tuple[float, float]:
-    """The (ε, δ) a ρ release is charged: ε(δ) of its event at the request's δ (> 0),
-    a hair above so that the meter's exact recomputation fits."""
+    """The (ε, δ) a ρ release is charged by (ε, δ) budgets: ε(δ) of its event at the request's
+    δ (> 0), a hair above so that the meter's exact recomputation fits; (0, 0) without a δ
+    (priced in ρ alone)."""
+    if "delta" not in params:
+        return 0.0, 0.0
     dlt = real(
         params.get("delta"), "delta", low=0, high=1, low_open=True, high_open=True,
         error=PrivacyParameterError, hint=" (with rho: the δ at which the ledger pays it)",
@@ -175,7 +179,7 @@ def _count(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
     def accuracy() -> float:
         return st.accuracy("count", alpha=alpha, **kw)
 
-    return Prepared("count", eps, dlt, compute, accuracy=accuracy)
+    return Prepared("count", eps, dlt, compute, accuracy=accuracy, rho=r)
 
 
 def _univariate(fn: Callable[..., st.Release], name: str) -> Any:
@@ -275,7 +279,7 @@ def _summed(steps_of: Callable[..., SumSteps | MeanSteps], name: str) -> Any:
 
         # Quick once the exact sum is remembered; the first one on new bounds reads the column.
         return Prepared(name, eps, dlt, compute, quick=lambda t: t.memo.peek(key) is not None,
-                        accuracy=accuracy)  # fmt: skip
+                        accuracy=accuracy, rho=r)  # fmt: skip
 
     return prepare
 
@@ -382,7 +386,7 @@ def _histogram(params: Mapping[str, Any], schema: DatasetSchema) -> Prepared:
     def accuracy() -> float:
         return st.accuracy("histogram", alpha=alpha, **kw)
 
-    return Prepared("histogram", eps, dlt, compute, accuracy=accuracy)
+    return Prepared("histogram", eps, dlt, compute, accuracy=accuracy, rho=r)
 
 
 def stats_registry() -> QueryRegistry:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
-from dpkit.accounting import Accountant, ApproxDP
+from dpkit.accounting import ZCDP, Accountant, ApproxDP
 from dpkit.errors import BudgetExceededError, DataError, DPKitError, PrivacyParameterError
 from dpkit.random import RNGLike
 from dpkit.server._json import canonical_strict
@@ -83,10 +83,25 @@ class Prepared:
     known only after the release. Computed once, when the request is priced (off the loop)."""
     half_width: Any = None
     """``accuracy()`` as computed at pricing: what a dry run shows with the price."""
+    rho: float | None = None
+    """The price in zCDP of a query asked in ρ (Gaussian noise), paid as it is by budgets
+    declared in ρ. With ``epsilon = delta = 0`` the query was asked in ρ without a δ: only ρ
+    budgets can pay it, and its meter holds ρ."""
+
+    @property
+    def rho_only(self) -> bool:
+        """Asked in ρ without δ: priced in ρ alone (no (ε, δ) price)."""
+        return self.rho is not None and self.epsilon == 0 and self.delta == 0
 
 
 _MIN_EPSILON = 1e-12
 """The ledger's unit (:data:`dpkit.server._sql.UNIT`): the smallest ε a query may cost."""
+
+
+def meter_of(prepared: Prepared, *, probe: bool = False) -> Meter:
+    """The meter holding a prepared query's price."""
+    rho = prepared.rho if prepared.rho_only else None
+    return Meter(prepared.epsilon, prepared.delta, probe=probe, rho=rho)
 
 
 class _Priced(Exception):
@@ -107,10 +122,17 @@ class Meter(Accountant):
     noise may have been drawn (a charge that is never followed by noise would be refundable).
     """
 
-    def __init__(self, epsilon: float, delta: float, *, probe: bool = False) -> None:
-        # A price of (0, 0) is a free (post-processing) query: every charge is refused.
-        self._free = epsilon == 0 and delta == 0
-        super().__init__(_price(1.0 if self._free else epsilon, delta))
+    def __init__(
+        self, epsilon: float, delta: float, *, probe: bool = False, rho: float | None = None
+    ) -> None:
+        # A price of (0, 0) is a free (post-processing) query: every charge is refused. With
+        # ``rho`` (and ε = δ = 0) the meter holds exactly the ρ the ledger charges: the noise's
+        # event is ρ-zCDP with that ρ, which the budget arithmetic's margins admit.
+        self._free = epsilon == 0 and delta == 0 and rho is None
+        if rho is not None and epsilon == 0 and delta == 0:
+            super().__init__(ZCDP(rho=rho))
+        else:
+            super().__init__(_price(1.0 if self._free else epsilon, delta))
         self.charged = False
         self._probe = probe
 
@@ -254,6 +276,8 @@ class QueryRegistry:
         eps, dlt = prepared.epsilon, prepared.delta
         if prepared.free:
             return _check_free(prepared, dummy)
+        if prepared.rho_only:
+            eps = float(prepared.rho or 0.0)  # checked as an ε would be: finite, ≥ the unit
         if not (math.isfinite(eps) and eps > 0 and math.isfinite(dlt) and 0 <= dlt < 1):
             raise PrivacyParameterError("the query's price must have finite ε > 0, δ in [0, 1).")
         if eps < _MIN_EPSILON:
@@ -291,7 +315,7 @@ def _dry_release(prepared: Prepared, dummy: Table) -> None:
     (with its budget lost). The answer is discarded: the dummy is public data, and its noise is
     drawn from a secure generator like any other.
     """
-    meter = Meter(prepared.epsilon, prepared.delta)
+    meter = meter_of(prepared)
     with _run_on_dummy(_OVERCHARGED, charged=lambda: meter.charged):
         prepared.compute(dummy, None, meter)
     if not meter.charged:
@@ -300,7 +324,7 @@ def _dry_release(prepared: Prepared, dummy: Table) -> None:
 
 def _probe(prepared: Prepared, dummy: Table) -> None:
     """Run the entry on the dummy up to its charge (which must fit the price), then stop."""
-    probe = Meter(prepared.epsilon, prepared.delta, probe=True)
+    probe = meter_of(prepared, probe=True)
     try:
         with _run_on_dummy(_OVERCHARGED):
             # rng=None: the probe stops at the charge, before any generator is made; a seed

@@ -60,12 +60,24 @@ def admin_router(h: Http) -> APIRouter:
     async def set_budget(request: Request) -> Any:
         admin(await who(request))
         b = await body(request)
-        if not isinstance(b, dict) or set(b) - {"analyst", "dataset", "epsilon", "delta"}:
-            raise DataError('send {"analyst": id, "dataset": name, "epsilon": e, "delta": d}.')
-        eps = real(b.get("epsilon"), "epsilon", low=0, high=1e6, high_open=True)
-        dlt = real(b.get("delta", 0.0), "delta", low=0, high=1, high_open=True)
+        if not isinstance(b, dict) or set(b) - {"analyst", "dataset", "epsilon", "delta", "rho"}:
+            raise DataError(
+                'send {"analyst": id, "dataset": name, "epsilon": e, "delta": d} or, for a '
+                'budget in zCDP, {"analyst": id, "dataset": name, "rho": r}.'
+            )
+        rho = None
+        if "rho" in b:  # a budget in zCDP: its ρ's add up exactly (dpkit.server._rho)
+            if "epsilon" in b or "delta" in b:
+                raise DataError("a budget is in (epsilon, delta) or in rho, not both.")
+            rho = real(b.get("rho"), "rho", low=0, high=1e6, high_open=True)
+            eps = dlt = 0.0
+        else:
+            eps = real(b.get("epsilon"), "epsilon", low=0, high=1e6, high_open=True)
+            dlt = real(b.get("delta", 0.0), "delta", low=0, high=1, high_open=True)
         await run_in_threadpool(
-            curator.ledger.set_budget, str(b.get("analyst")), str(b.get("dataset")), eps, dlt
+            lambda: curator.ledger.set_budget(
+                str(b.get("analyst")), str(b.get("dataset")), eps, dlt, rho=rho
+            )
         )
         return {"ok": True}
 

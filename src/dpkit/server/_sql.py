@@ -130,4 +130,18 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             PRIMARY KEY (bucket, status)
         )""",
     ),
+    # 4: budgets and dataset totals declared in zero-concentrated DP (Bun & Steinke 2016): a
+    # row whose ρ column is NULL is an (ε, δ) budget as before; one with a ρ is a ρ budget (its
+    # ε and δ stay 0), whose spent ρ adds up exactly (zCDP composes by adding ρ). Each charge
+    # keeps its ρ price (NULL: an (ε, δ > 0) request, which no ρ budget pays) beside its (ε, δ)
+    # price (0 for a ρ request without δ, which no (ε, δ) budget pays). Existing rows become (ε,
+    # δ) budgets with nothing spent in ρ: an old ledger keeps working unchanged.
+    (
+        "ALTER TABLE datasets ADD COLUMN total_rho BIGINT CHECK (total_rho >= 0)",
+        "ALTER TABLE datasets ADD COLUMN spent_rho BIGINT NOT NULL DEFAULT 0",
+        "ALTER TABLE budgets ADD COLUMN rho BIGINT CHECK (rho >= 0)",
+        "ALTER TABLE budgets ADD COLUMN spent_rho BIGINT NOT NULL DEFAULT 0",
+        "ALTER TABLE charges ADD COLUMN rho BIGINT",
+        "ALTER TABLE audit ADD COLUMN rho BIGINT",
+    ),
 )
