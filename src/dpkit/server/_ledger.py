@@ -227,7 +227,25 @@ class Ledger(AuditQueries, ChargeBatches):
                 for step in steps:
                     conn.execute(step.format(serial=serial))
                 conn.execute(self._sql("INSERT INTO schema_version VALUES (?)"), (i,))
-            conn.execute(RELATIONS_TABLE)  # (unnumbered: see RELATIONS_TABLE)
+            # (unnumbered: see RELATIONS_TABLE). A ledger written before the table existed
+            # charged every dataset under add/remove, the only relation the service priced:
+            # its datasets with charges are recorded so, or a replace-one charge would be
+            # taken as the first one and summed with them.
+            had = conn.execute(
+                "SELECT to_regclass('dataset_relations') IS NOT NULL"
+                if self.postgres
+                else "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' "
+                "AND name = 'dataset_relations'"
+            ).fetchone()[0]
+            conn.execute(RELATIONS_TABLE)
+            if not had:
+                conn.execute(
+                    self._sql(
+                        "INSERT INTO dataset_relations (dataset, neighbouring) "
+                        "SELECT DISTINCT dataset, ? FROM charges"
+                    ),
+                    (Neighbouring.ADD_REMOVE.value,),
+                )
         return len(MIGRATIONS)
 
     # -- principals ----------------------------------------------------------------------------
