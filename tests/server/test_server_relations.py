@@ -148,3 +148,22 @@ def test_an_old_ledger_refuses_a_replace_one_charge_first_after_the_upgrade(
     third.migrate()
     third.reserve("a1", "fresh", {"query": "sum"}, 0.5, 0.0, neighbouring=REP)
     third.close()
+
+
+def test_a_query_meter_refuses_a_replace_one_release_the_ledger_charged_as_add_remove() -> None:
+    # Ledger.reserve charges every query under add/remove; a registered entry whose statistic
+    # declared replacement was metered anyway, and its (ε, δ) summed with the dataset's
+    # add/remove charges. The meter now refuses it before anything is released.
+    import numpy as np
+
+    import dpkit as dp
+    import dpkit.stats as st
+    from dpkit.server._registry import Meter
+
+    meter = Meter(1.0, 0.0)
+    with pytest.raises(PrivacyParameterError, match="different neighbouring relations"):
+        st.sum(np.ones(10), bounds=(0.0, 1.0), epsilon=1.0, accountant=meter,
+               rng=dp.random.seeded(1), neighbouring=REP)  # fmt: skip
+    assert not meter.charged and meter.ledger == ()
+    st.sum(np.ones(10), bounds=(0.0, 1.0), epsilon=1.0, accountant=meter, rng=dp.random.seeded(2))
+    assert meter.charged
