@@ -84,8 +84,8 @@ def test_the_relation_is_kept_across_restarts_and_in_one_batch(tmp_path: Path) -
         out = again._reserve_many(
             conn,
             [
-                ask("a1", "survey", {"query": "x"}, 0.5, 0.0, None, None, REP),
-                ask("a1", "survey", {"query": "y"}, 0.5, 0.0, None, None, ADD),
+                ask("a1", "survey", {"query": "x"}, 0.5, 0.0, None, None, neighbouring=REP),
+                ask("a1", "survey", {"query": "y"}, 0.5, 0.0, None, None, neighbouring=ADD),
             ],
         )
     assert not isinstance(out[0], Exception) and isinstance(out[1], PrivacyParameterError)
@@ -116,3 +116,54 @@ def test_an_old_ledger_gains_the_relation_table_and_treats_past_charges_as_add_r
     with pytest.raises(PrivacyParameterError):
         again.reserve("a1", "survey", {"query": "sum"}, 0.5, 0.0, neighbouring=REP)
     again.close()
+
+
+def test_an_old_ledger_refuses_a_replace_one_charge_first_after_the_upgrade(
+    tmp_path: Path,
+) -> None:
+    # A ledger written before the table existed has add/remove charges and no relation row:
+    # the first charge after the upgrade must not set the dataset's relation to replacement.
+    path = str(tmp_path / "ledger.db")
+    led = Ledger(path)
+    led.migrate()
+    led.add_principal("a1", "alice", "analyst", "sha256:x")
+    for name in ("survey", "fresh"):
+        led.add_dataset(name, {"name": name}, 10.0, 1e-6)
+        led.set_budget("a1", name, 5.0, 1e-7)
+    led.reserve("a1", "survey", {"query": "count"}, 0.5, 0.0)
+    led.close()
+    db = sqlite3.connect(path)
+    db.execute("DROP TABLE dataset_relations")  # as a ledger written before the table existed
+    db.commit()
+    db.close()
+    again = Ledger(path)
+    again.migrate()
+    with pytest.raises(PrivacyParameterError, match="different neighbouring relations"):
+        again.reserve("a1", "survey", {"query": "sum"}, 0.5, 0.0, neighbouring=REP)
+    assert _spent(again, "a1", "survey") == 0.5
+    # a dataset never charged has no relation yet; a later restart changes nothing
+    again.reserve("a1", "fresh", {"query": "sum"}, 0.5, 0.0, neighbouring=REP)
+    again.close()
+    third = Ledger(path)
+    third.migrate()
+    third.reserve("a1", "fresh", {"query": "sum"}, 0.5, 0.0, neighbouring=REP)
+    third.close()
+
+
+def test_a_query_meter_refuses_a_replace_one_release_the_ledger_charged_as_add_remove() -> None:
+    # Ledger.reserve charges every query under add/remove; a registered entry whose statistic
+    # declared replacement was metered anyway, and its (ε, δ) summed with the dataset's
+    # add/remove charges. The meter now refuses it before anything is released.
+    import numpy as np
+
+    import dpkit as dp
+    import dpkit.stats as st
+    from dpkit.server._registry import Meter
+
+    meter = Meter(1.0, 0.0)
+    with pytest.raises(PrivacyParameterError, match="different neighbouring relations"):
+        st.sum(np.ones(10), bounds=(0.0, 1.0), epsilon=1.0, accountant=meter,
+               rng=dp.random.seeded(1), neighbouring=REP)  # fmt: skip
+    assert not meter.charged and meter.ledger == ()
+    st.sum(np.ones(10), bounds=(0.0, 1.0), epsilon=1.0, accountant=meter, rng=dp.random.seeded(2))
+    assert meter.charged

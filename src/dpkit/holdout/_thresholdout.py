@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpkit._checks import check_positive
-from dpkit.accounting import PureDPEvent
+from dpkit.accounting import Neighbouring, PureDPEvent
 from dpkit.accounting._charge import charge_release
 from dpkit.errors import BudgetExceededError, DataError, PrivacyParameterError
 from dpkit.noise import as_finite_array, laplace, laplace_grid, rounded_sensitivity
@@ -141,8 +141,10 @@ class Thresholdout:
         sens = (hi - lo) / self._holdout.shape[0]
         grid = laplace_grid(4 * self._sigma)  # the coarsest grid of the three noises
         self._epsilon = 2 * self._budget * rounded_sensitivity(sens, grid) / self._sigma
-        # relation: none declared: the caller's queries' sensitivities, under the caller's relation
-        self.event = PureDPEvent(epsilon=self._epsilon)
+        # Replacement of one holdout record: Δ = (high − low)/n_h takes the holdout's size as
+        # public (an added record would change the size, Δ and this ε). Declared, so that an
+        # accountant refuses to sum it with add/remove releases.
+        self.event = PureDPEvent(epsilon=self._epsilon, neighbouring=Neighbouring.REPLACE)
         charge_release(accountant, self.event, "Thresholdout", rng=rng)
         self._noisy_threshold = self._draw_threshold()
 

@@ -15,7 +15,7 @@ from scipy.special import ndtri
 from dpkit._checks import check_epsilon
 from dpkit._codes import unit_interval
 from dpkit._missing import MISSING_DEFAULT, Missing
-from dpkit.accounting import PureDPEvent
+from dpkit.accounting import Neighbouring, PureDPEvent
 from dpkit.errors import DataError, PrivacyParameterError
 from dpkit.local._coins import ONE, coins, exp_capped, log_up, require_bias
 from dpkit.mechanisms._base import FloatArray, SupportsCharge, charge
@@ -103,10 +103,13 @@ class NumericRandomizer(ABC):
 
     @property
     def event(self) -> PureDPEvent:
-        """The privacy cost to each user of one report: ε-DP (local model)."""
-        # relation: none declared (ε-LDP bounds any two values of one user: replacement of the
-        # value; the caller's accounting says whether the number of users is public)
-        return PureDPEvent(epsilon=self.epsilon)
+        """The privacy cost to each user of one report: ε-DP (local model), declaring replacement
+        of one user's value (the number of reports is released)."""
+        # Replacement of one user's value: ε-LDP bounds any two values of one user, and the
+        # batch has one report per user, so its length (the number of users) is released
+        # exactly; under add/remove of a user no ε holds. Declared, so that an accountant
+        # refuses to sum it with add/remove releases (a count, a mean).
+        return PureDPEvent(epsilon=self.epsilon, neighbouring=Neighbouring.REPLACE)
 
     def randomize(
         self,

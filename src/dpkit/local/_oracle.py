@@ -15,7 +15,7 @@ from scipy.special import ndtri
 from dpkit._checks import check_epsilon
 from dpkit._codes import category_codes
 from dpkit._missing import MISSING_DEFAULT, Missing
-from dpkit.accounting import PureDPEvent
+from dpkit.accounting import Neighbouring, PureDPEvent
 from dpkit.errors import DataError, PrivacyParameterError
 from dpkit.local._coins import log_up
 from dpkit.local._estimate import FrequencyEstimate
@@ -134,9 +134,10 @@ class FrequencyOracle(ABC):
 
     @property
     def event(self) -> PureDPEvent:
-        """The privacy cost to each user of one report: ε-DP (local model)."""
-        # relation: none declared (ε-LDP: any two values of one user; see local/_numeric.py)
-        return PureDPEvent(epsilon=self.epsilon)
+        """The privacy cost to each user of one report: ε-DP (local model), declaring replacement
+        of one user's value (the number of reports is released)."""
+        # replacement of one user's value: one report per user (see local/_numeric.py)
+        return PureDPEvent(epsilon=self.epsilon, neighbouring=Neighbouring.REPLACE)
 
     def randomize(
         self,

@@ -14,7 +14,7 @@ from scipy.special import ndtri
 from dpkit._checks import check_epsilon
 from dpkit._codes import unit_interval
 from dpkit._missing import MISSING_DEFAULT, Missing
-from dpkit.accounting import PureDPEvent
+from dpkit.accounting import Neighbouring, PureDPEvent
 from dpkit.errors import DataError, PrivacyParameterError
 from dpkit.local._numeric import HybridMean, NumericRandomizer
 from dpkit.mechanisms._base import FloatArray, IntArray, SupportsCharge, charge
@@ -97,9 +97,10 @@ class VectorMean:
 
     @property
     def event(self) -> PureDPEvent:
-        """The privacy cost to each user of one report: ε-DP (local model)."""
-        # relation: none declared (ε-LDP: any two values of one user; see local/_numeric.py)
-        return PureDPEvent(epsilon=self.epsilon)
+        """The privacy cost to each user of one report: ε-DP (local model), declaring replacement
+        of one user's value (the number of reports is released)."""
+        # replacement of one user's value: one report per user (see local/_numeric.py)
+        return PureDPEvent(epsilon=self.epsilon, neighbouring=Neighbouring.REPLACE)
 
     def randomize(
         self,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 import numpy as np
@@ -14,7 +14,7 @@ from dpkit._checks import check_epsilon, exact_fraction
 from dpkit._codes import category_codes
 from dpkit._messages import dtype_name
 from dpkit._missing import MISSING_DEFAULT, Missing
-from dpkit.accounting import RandomizedResponseEvent
+from dpkit.accounting import Neighbouring, RandomizedResponseEvent
 from dpkit.errors import DataError, PrivacyParameterError
 from dpkit.mechanisms._base import FloatArray, IntArray, SupportsCharge, charge
 from dpkit.mechanisms._tails import check_alpha
@@ -258,7 +258,9 @@ class RandomizedResponse:
             ``None`` (default) is secure; an int seed is reproducible and not secure.
         accountant : optional
             Charged ``self.event`` once: each respondent's report depends on their answer only,
-            so the whole batch costs each person ε (parallel composition).
+            so the whole batch costs each person ε (parallel composition). The charge declares
+            replacement of one respondent's answer (``Neighbouring.REPLACE``): the reports show
+            how many respondents there are.
         label : str, optional
             Recorded with the charge.
         missing : {"raise", "drop"}
@@ -284,7 +286,10 @@ class RandomizedResponse:
             flat=False,
         )
         gen = as_generator(rng)
-        charge(accountant, self.event, label, rng=rng)
+        # The batch holds one report per respondent, so their number is released exactly: it
+        # holds under replacement of one respondent's answer only (no ε under add/remove), and
+        # the charge declares that relation so that an accountant refuses add/remove releases.
+        charge(accountant, replace(self.event, neighbouring=Neighbouring.REPLACE), label, rng=rng)
         truthful = gen.integers(0, _ONE, size=x.shape, dtype=np.int64) < self._p_num
         k = self.categories
         other = (x + 1 + gen.integers(0, k - 1, size=x.shape, dtype=np.int64)) % k

@@ -91,6 +91,7 @@ def ask(
     delta: float,
     idem_key: str | None,
     version: int | None,
+    *,
     rho: float | None = None,
     neighbouring: Neighbouring | None = Neighbouring.ADD_REMOVE,
 ) -> Ask:

@@ -235,7 +235,25 @@ class Ledger(AuditQueries, ChargeBatches):
                 for step in steps:
                     conn.execute(step.format(serial=serial))
                 conn.execute(self._sql("INSERT INTO schema_version VALUES (?)"), (i,))
-            conn.execute(RELATIONS_TABLE)  # (unnumbered: see RELATIONS_TABLE)
+            # (unnumbered: see RELATIONS_TABLE). A ledger written before the table existed
+            # charged every dataset under add/remove, the only relation the service priced:
+            # its datasets with charges are recorded so, or a replace-one charge would be
+            # taken as the first one and summed with them.
+            had = conn.execute(
+                "SELECT to_regclass('dataset_relations') IS NOT NULL"
+                if self.postgres
+                else "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' "
+                "AND name = 'dataset_relations'"
+            ).fetchone()[0]
+            conn.execute(RELATIONS_TABLE)
+            if not had:
+                conn.execute(
+                    self._sql(
+                        "INSERT INTO dataset_relations (dataset, neighbouring) "
+                        "SELECT DISTINCT dataset, ? FROM charges"
+                    ),
+                    (Neighbouring.ADD_REMOVE.value,),
+                )
         return len(MIGRATIONS)
 
     # -- principals ----------------------------------------------------------------------------
@@ -452,7 +470,17 @@ class Ledger(AuditQueries, ChargeBatches):
         # Charges queued together share one transaction, a few statements and one flush
         # (:mod:`._group`); a PostgreSQL batch that meets a deadlock or serialization failure
         # is retried whole.
-        item = ask(analyst, dataset, request, epsilon, delta, idem_key, version, rho, neighbouring)
+        item = ask(
+            analyst,
+            dataset,
+            request,
+            epsilon,
+            delta,
+            idem_key,
+            version,
+            rho=rho,
+            neighbouring=neighbouring,
+        )
         out: Charge = self._group.run_many(self._reserve_many, item)
         return out
 
@@ -469,7 +497,17 @@ class Ledger(AuditQueries, ChargeBatches):
         neighbouring: Neighbouring | None = Neighbouring.ADD_REMOVE,
     ) -> Charge:
         """:meth:`reserve` for a coroutine on an event loop (the same transaction and batch)."""
-        item = ask(analyst, dataset, request, epsilon, delta, idem_key, version, rho, neighbouring)
+        item = ask(
+            analyst,
+            dataset,
+            request,
+            epsilon,
+            delta,
+            idem_key,
+            version,
+            rho=rho,
+            neighbouring=neighbouring,
+        )
         out: Charge = await self._group.run_many_async(self._reserve_many, item)
         return out
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
-from dpkit.accounting import ZCDP, Accountant, ApproxDP
+from dpkit.accounting import ZCDP, Accountant, ApproxDP, Neighbouring
 from dpkit.errors import BudgetExceededError, DataError, DPKitError, PrivacyParameterError
 from dpkit.random import RNGLike
 from dpkit.server._json import canonical_strict
@@ -118,7 +118,8 @@ class Meter(Accountant):
     """An accountant holding exactly the price (ε, δ) of one query.
 
     A statistic whose event does not fit the price is refused by it (``BudgetExceededError``)
-    before any noise is drawn. ``charged`` tells whether a charge went through, i.e. whether
+    before any noise is drawn, and so is an event declaring replacement of one unit (the ledger
+    charges under add/remove). ``charged`` tells whether a charge went through, i.e. whether
     noise may have been drawn (a charge that is never followed by noise would be refundable).
     """
 
@@ -133,6 +134,11 @@ class Meter(Accountant):
             super().__init__(ZCDP(rho=rho))
         else:
             super().__init__(_price(1.0 if self._free else epsilon, delta))
+        # The ledger charges every query under add/remove of one row (Ledger.reserve's
+        # relation): a release declaring replacement (a registered entry's statistic with
+        # neighbouring=REPLACE) would be summed with the dataset's add/remove charges, so the
+        # meter refuses it, before its probe prices it and so before anything is charged.
+        self._relation.value = Neighbouring.ADD_REMOVE
         self.charged = False
         self._probe = probe
 
