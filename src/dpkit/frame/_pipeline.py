@@ -235,7 +235,9 @@ def sorted_totals(prep: Any, layout: Layout, plan: NoisePlan, bounding: Bounding
     values = [m.measure.name for m in plan.measures if m.measure.kind == "value"]
     lmax, l0 = bounding.max_rows, bounding.max_groups
     u = pl.col(unit)
-    new_unit = u.ne_missing(u.shift(1))
+    # the first row starts a unit even where its unit is null (a null unit sorts first, and
+    # ne_missing(null, shift's null) is false: its rows would have no rank and be dropped)
+    new_unit = u.ne_missing(u.shift(1)) | (pl.int_range(pl.len(), dtype=pl.Int64) == 0)
     new_pair = pl.any_horizontal(
         new_unit, *(pl.col(k).ne_missing(pl.col(k).shift(1)) for k in keys)
     )
@@ -327,11 +329,13 @@ def bound(
     names = [m.name for m in values]
     pairs, flags = whole_units(prep, layout, bounding, names)
     selected = flags.filter(~pl.col("__whole")).select(unit)
+    # a null unit is one unit, as group_by forms it: the joins must match nulls, or its rows
+    # would be dropped on either side of the split
     others, _ = _bound(
-        prep.join(selected, on=unit, how="semi"), layout, plan, bounding,
+        prep.join(selected, on=unit, how="semi", nulls_equal=True), layout, plan, bounding,
         streaming=streaming, sort=sort,
     )  # fmt: skip
-    kept = pairs.join(flags.filter(pl.col("__whole")), on=unit, how="inner")
+    kept = pairs.join(flags.filter(pl.col("__whole")), on=unit, how="inner", nulls_equal=True)
     zero = pl.lit(0, dtype=pl.Int64)
     if _gaussian_weights(plan):  # every pair of a whole unit is kept: t is its pairs
         l0 = bounding.max_groups
