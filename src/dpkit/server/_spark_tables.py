@@ -20,7 +20,8 @@ and the synthesizer are each the library's Spark path, bit-identical to its NumP
 
 Two differences, both public: an ``id`` column (the privacy unit) is the source's own value,
 not a code of order of first appearance (a Spark table has no row order), so the rows a
-contribution bound keeps are chosen by another hash than a file-registered copy's; and the
+contribution bound keeps are chosen by another hash than a file-registered copy's (a ``sql``
+query reads it as an integer code per distinct id, :class:`_Collected`); and the
 statistics with no Spark path (``cov``, ``corr``, ``quantiles``, ``sql``) read the columns
 they need to the service's memory first (:func:`query_view`). ``local`` columns are refused.
 
