@@ -95,3 +95,16 @@ def test_sql_success_does_not_depend_on_the_ids(tmp_path: Path, spark_sessions: 
         sql = f"SELECT city, COUNT(*) AS n FROM {name} GROUP BY city"
         out.append(cur.query(who, {"dataset": name, "query": "sql", "sql": sql, "epsilon": 1.0}))
     assert [o["status"] for o in out] == ["released", "released"]
+
+
+def test_boolean_categories_as_in_a_file(spark_sessions: Any) -> None:
+    """A boolean column declared categorical is compared as the file path's text ("True")."""
+    from dpkit.server._spark_tables import cleaned_frame
+
+    spark = spark_sessions.get("local")
+    cells = [True, False, None, True]
+    schema = DatasetSchema.from_dict({"name": "c", "columns": [
+        {"name": "b", "type": "category", "categories": ["False", "True", "true"]}]})  # fmt: skip
+    frame, _ = cleaned_frame(spark.createDataFrame([(v,) for v in cells], "b boolean"), schema)
+    want = clean_column_mask(schema.columns[0], cells)[0].tolist()
+    assert [r["b"] for r in frame.collect()] == want == [1, 0, 3, 1]

@@ -44,7 +44,7 @@ import numpy.typing as npt
 from dpkit.errors import DataError
 from dpkit.server._files import private_dir, private_file
 from dpkit.server._ingest import MIN_ROWS
-from dpkit.server._schema import Column, DatasetSchema, Table
+from dpkit.server._schema import MISSING, Column, DatasetSchema, Table
 from dpkit.server._spark_jobs import SparkJobs
 from dpkit.server._store import MANIFEST
 
@@ -122,6 +122,8 @@ def _cleaned(f: Any, col: Column, kind: str) -> tuple[Any, Any]:
         assert col.categories is not None
         other = len(col.categories)
         text = c if kind in _TEXT else c.cast("string")
+        if kind == "boolean":  # Python's str(True), as the file path compares it; Spark's "true"
+            text = f.when(c, f.lit("True")).when(~c, f.lit("False"))
         pairs = [v for i, cat in enumerate(col.categories) for v in (f.lit(cat), f.lit(i))]
         code = f.try_element_at(f.create_map(*pairs), text)  # null where undeclared
         return f.coalesce(code, f.lit(other)).cast("long"), code.isNull()
@@ -309,9 +311,13 @@ class _Collected(Mapping[str, Any]):
                 # the unit as the file path stores it, an int64 code per distinct id (what
                 # dpkit.server._queries_sql reads): the source's texts, cast to integers, would
                 # fail on the first id that is not one (a data-dependent error) and merge "7"
-                # with "07"; a missing id was refused or dropped at registration
-                values = np.unique(values.astype(str), return_inverse=True)[1]
-                values = values.reshape(-1).astype(np.int64)
+                # with "07"; coded by Arrow (no fixed-width copy, whose size one long id would
+                # set); a missing id was refused or dropped at registration
+                import pyarrow as pa  # type: ignore[import-untyped]
+                import pyarrow.compute as pc  # type: ignore[import-untyped]
+
+                coded = pc.dictionary_encode(pa.array(values, type=pa.large_string())).indices
+                values = np.asarray(pc.fill_null(coded, MISSING).to_numpy(False), np.int64)
             values.flags.writeable = False
             self._arrays[name] = values
         return self._arrays[name]
