@@ -20,7 +20,8 @@ and the synthesizer are each the library's Spark path, bit-identical to its NumP
 
 Two differences, both public: an ``id`` column (the privacy unit) is the source's own value,
 not a code of order of first appearance (a Spark table has no row order), so the rows a
-contribution bound keeps are chosen by another hash than a file-registered copy's; and the
+contribution bound keeps are chosen by another hash than a file-registered copy's (a ``sql``
+query reads it as an integer code per distinct id, :class:`_Collected`); and the
 statistics with no Spark path (``cov``, ``corr``, ``quantiles``, ``sql``) read the columns
 they need to the service's memory first (:func:`query_view`). ``local`` columns are refused.
 
@@ -43,7 +44,7 @@ import numpy.typing as npt
 from dpkit.errors import DataError
 from dpkit.server._files import private_dir, private_file
 from dpkit.server._ingest import MIN_ROWS
-from dpkit.server._schema import Column, DatasetSchema, Table
+from dpkit.server._schema import MISSING, Column, DatasetSchema, Table
 from dpkit.server._spark_jobs import SparkJobs
 from dpkit.server._store import MANIFEST
 
@@ -121,22 +122,48 @@ def _cleaned(f: Any, col: Column, kind: str) -> tuple[Any, Any]:
         assert col.categories is not None
         other = len(col.categories)
         text = c if kind in _TEXT else c.cast("string")
+        if kind == "boolean":  # Python's str(True), as the file path compares it; Spark's "true"
+            text = f.when(c, f.lit("True")).when(~c, f.lit("False"))
         pairs = [v for i, cat in enumerate(col.categories) for v in (f.lit(cat), f.lit(i))]
         code = f.try_element_at(f.create_map(*pairs), text)  # null where undeclared
         return f.coalesce(code, f.lit(other)).cast("long"), code.isNull()
     if col.type == "id":
+        if kind in ("float", "double"):
+            # as the file path codes them: NaN is a missing id (no two NaN are the same person),
+            # -0.0 and 0.0 one id (equal numbers; their texts "-0.0" and "0.0" would split a unit)
+            text = f.when(c == f.lit(0.0), f.lit("0.0")).otherwise(c.cast("string"))
+            return text, c.isNull() | f.isnan(c)
         text = c if kind in _TEXT else c.cast("string")
         return text, c.isNull() | (text == f.lit(""))
     assert col.bounds is not None and col.fill is not None
-    # try_cast: an unparsable text is null (then filled), never an error under ANSI mode; the
-    # SQL function, as Column.try_cast is Spark 4's (names are checked: safe to quote)
-    x = f.expr(f"try_cast(`{col.name}` AS double)") if kind in _TEXT else c.cast("double")
+    x = _parsed(f, c) if kind in _TEXT else c.cast("double")
     bad = x.isNull() | f.isnan(x)
     lo, hi = f.lit(col.bounds[0]), f.lit(col.bounds[1])
     value = f.when(bad, f.lit(col.fill)).otherwise(f.least(f.greatest(x, lo), hi))
     if col.type == "int":
         value = f.rint(value)
     return value.cast("double"), bad
+
+
+# The file path's text numbers (dpkit.server._ingest._parse_numbers): trimmed of the characters
+# Arrow's utf8_trim_whitespace trims, then only this grammar is a number. Spark's own cast alone
+# reads more ("1d", "INF", "0x1p3", "-infinity") and trims fewer (no-break space...).
+_SPACE = (  # Java regex escapes, as Spark's rlike and regexp_replace read them
+    r"\t\n\x0B\f\r\x1C-\x20\x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000"
+)
+_NUMBER_TEXT = (
+    r"^[+-]?([0-9]+\.?[0-9]*([eE][+-]?[0-9]+)?|\.[0-9]+([eE][+-]?[0-9]+)?|inf|Infinity|nan|NaN)$"
+)
+
+
+def _parsed(f: Any, c: Any) -> Any:
+    """A text cell as the file path parses it: a double, or null (then filled)."""
+    text = f.regexp_replace(c, f"^[{_SPACE}]+|[{_SPACE}]+$", "")
+    # NaN in any spelling is missing either way; what is left of the grammar is what Spark's
+    # cast reads ("inf" and "Infinity" with a sign, decimal digits), so the cast inside the
+    # when never fails, ANSI mode or not
+    ok = text.rlike(_NUMBER_TEXT) & ~f.lower(text).contains("nan")
+    return f.when(ok, text.cast("double"))
 
 
 def cleaned_frame(raw: Any, schema: DatasetSchema) -> tuple[Any, Any]:
@@ -247,6 +274,7 @@ class SparkColumns(Mapping[str, Any]):
     def __init__(self, frame: Any, schema: DatasetSchema) -> None:
         self._frame = frame
         self._names = [c.name for c in schema.columns]
+        self.ids = frozenset(c.name for c in schema.columns if c.type == "id")
 
     def __getitem__(self, name: str) -> Any:
         if name not in self._names:
@@ -279,6 +307,17 @@ class _Collected(Mapping[str, Any]):
                 values = np.asarray(frame.toArrow().column(0).to_numpy())
             else:  # pragma: no cover - Spark 3.5
                 values = frame.toPandas().iloc[:, 0].to_numpy()
+            if name in self._spark.ids:
+                # the unit as the file path stores it, an int64 code per distinct id (what
+                # dpkit.server._queries_sql reads): the source's texts, cast to integers, would
+                # fail on the first id that is not one (a data-dependent error) and merge "7"
+                # with "07"; coded by Arrow (no fixed-width copy, whose size one long id would
+                # set); a missing id was refused or dropped at registration
+                import pyarrow as pa  # type: ignore[import-untyped]
+                import pyarrow.compute as pc  # type: ignore[import-untyped]
+
+                coded = pc.dictionary_encode(pa.array(values, type=pa.large_string())).indices
+                values = np.asarray(pc.fill_null(coded, MISSING).to_numpy(False), np.int64)
             values.flags.writeable = False
             self._arrays[name] = values
         return self._arrays[name]
