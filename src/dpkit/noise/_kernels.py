@@ -29,7 +29,7 @@ __all__ = [
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
-BLOCK = 1 << 18
+BLOCK = 1 << 16
 """Most attempts per block: enough to amortise NumPy's per-call cost, few enough for the cache."""
 
 MIN_BLOCK = 1 << 10
@@ -58,23 +58,26 @@ def _loop_from(rng: np.random.Generator, num: IntArray, den: int | IntArray, k0:
     accept = _step(rng, num, dens, k)
     # K odd when the loop stops: stopping now (accept False) gives k's parity
     out = ~accept if k & 1 else np.zeros(num.size, dtype=bool)
+    # survivors are compacted by index (np.take): half the cost of a boolean-mask selection
     idx = np.flatnonzero(accept)
-    num = num[idx]
+    num = num.take(idx)
     if per_element:
-        dens = dens[idx]  # type: ignore[index]
+        dens = dens.take(idx)  # type: ignore[union-attr]
     while idx.size:
         k += 1
         accept = _step(rng, num, dens, k)
         out[idx] = ~accept if k & 1 else False
-        idx, num = idx[accept], num[accept]
+        keep = np.flatnonzero(accept)
+        idx, num = idx.take(keep), num.take(keep)
         if per_element:
-            dens = dens[accept]  # type: ignore[index]
+            dens = dens.take(keep)  # type: ignore[union-attr]
     return out
 
 
 def _step(rng: np.random.Generator, num: IntArray, dens: int | IntArray, k: int) -> BoolArray:
     """Bernoulli(num / (dens · k)), exactly."""
-    if int(np.max(dens)) * k >= INT_LIMIT:
+    top = dens if isinstance(dens, int) else int(np.max(dens))
+    if top * k >= INT_LIMIT:
         split: BoolArray = (_below(rng, k, num.size) == 0) & (_below(rng, dens, num.size) < num)
         return split
     direct: BoolArray = _below(rng, dens * k, num.size) < num
@@ -99,18 +102,19 @@ def bernoulli_exp_fraction(
     dmax = int(np.max(den)) if n else 0
     if n == 0 or 2 * dmax > INT_LIMIT:
         return _loop_from(rng, num, den, 1)
-    den_arr = np.asarray(den, dtype=np.int64)
+    # a scalar bound stays a Python int: NumPy's bounded draw broadcasts an array bound slowly
+    d: int | IntArray = int(den) if np.ndim(den) == 0 else np.asarray(den, dtype=np.int64)
     if 2 * dmax * dmax < 1 << 56:
-        r = _below(rng, 2 * den_arr * den_arr, n)
-        out: BoolArray = r >= 2 * den_arr * num  # K = 1: accept
+        r = _below(rng, 2 * d * d, n)
+        out: BoolArray = r >= 2 * d * num  # K = 1: accept
         more = np.flatnonzero(r < num * num)  # K >= 3: keep looping
     else:
-        out = _below(rng, den_arr, n) >= num  # step 1 fails: K = 1, accept
-        second = _below(rng, 2 * den_arr, n) < num  # step 2 succeeds
-        more = np.flatnonzero(second & ~out)  # K >= 3: keep looping
+        out = _below(rng, d, n) >= num  # step 1 fails: K = 1, accept
+        second = _below(rng, 2 * d, n) < num  # step 2 succeeds
+        more = np.flatnonzero(second > out)  # step 1 and step 2 succeed: K >= 3, keep looping
     if more.size:
-        den_more = den_arr if den_arr.ndim == 0 else den_arr[more]
-        out[more] = _loop_from(rng, num[more], den_more, 3)
+        d_more = d if isinstance(d, int) else d.take(more)
+        out[more] = _loop_from(rng, num.take(more), d_more, 3)
     return out
 
 
