@@ -105,6 +105,7 @@ def _bucket_table() -> npt.NDArray[np.uint8]:
 
 
 _BUCKETS = _bucket_table()
+_ASCENDING = THRESHOLDS[_LAST:0:-1].copy()  # T_42 < … < T_1
 
 
 def _uniform(rng: np.random.Generator, size: int) -> IntArray:
@@ -137,11 +138,13 @@ def bernoulli_exp_whole(rng: np.random.Generator, whole: IntArray) -> BoolArray:
 
 def _count_exact(rng: np.random.Generator, r: IntArray) -> IntArray:
     """The geometric count for the R that the bucket table leaves open (rare)."""
-    ascending = THRESHOLDS[_LAST:0:-1]
-    count = (ascending.size - np.searchsorted(ascending, r, side="right")).astype(np.int64)
-    # a tie R = T_v (or R = 0, which ties with every v past the table) is settled bit by bit
-    tie = np.flatnonzero(np.isin(r, ascending) | (r == 0))
-    for i in tie:
+    ascending = _ASCENDING
+    above = np.searchsorted(ascending, r, side="right")  # thresholds <= R
+    count = (ascending.size - above).astype(np.int64)
+    # a tie R = T_v (the largest threshold <= R equals R), or R = 0, which ties with every v
+    # past the table: settled bit by bit
+    tie = (r == 0) | (ascending.take(np.maximum(above - 1, 0)) == r)
+    for i in np.flatnonzero(tie):
         count[i] = _count_from(rng, int(r[i]))
     return count
 
