@@ -135,7 +135,8 @@ class _GaussianDraw(_Draw):
         else:
             whole, frac = _divmod_square(c, a)
             ok = bernoulli_exp_parts(self.rng, whole, frac, 2 * a * a)
-        return y[ok]
+        kept: IntArray = y.take(np.flatnonzero(ok))
+        return kept
 
 
 def _divmod_square(c: IntArray, a: int) -> tuple[IntArray, IntArray]:

@@ -133,10 +133,12 @@ def bernoulli_exp_parts(
 ) -> BoolArray:
     """Exact Bernoulli(exp(-(whole + frac/den))) for integers whole >= 0 and 0 <= frac < den.
 
-    exp(-whole) is decided by one draw compared with floor(2^62 e^-whole) (see
-    :mod:`dpkit.noise._exp_inverse`), then the fraction's Bernoulli on the survivors.
+    exp(-(w + f)) = exp(-w) · exp(-f): the event is the conjunction of two independent events,
+    Bernoulli(exp(-frac/den)) (drawn for every element) and, where whole > 0, Bernoulli(exp(-whole))
+    (one draw compared with floor(2^62 e^-whole): :mod:`dpkit.noise._exp_inverse`).
     """
-    alive = bernoulli_exp_whole(rng, whole)
-    live = np.flatnonzero(alive)
-    alive[live] = bernoulli_exp_fraction(rng, frac[live], den)
-    return alive
+    out = bernoulli_exp_fraction(rng, frac, den)
+    todo = np.flatnonzero(whole)
+    if todo.size:
+        out[todo] &= bernoulli_exp_whole(rng, whole.take(todo))
+    return out
