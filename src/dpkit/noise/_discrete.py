@@ -13,6 +13,7 @@ from dpkit.errors import PrivacyParameterError
 from dpkit.noise._kernels import (
     BLOCK,
     MIN_BLOCK,
+    below,
     bernoulli_exp_fraction,
     bernoulli_exp_parts,
     bernoulli_exp_rational,
@@ -87,9 +88,9 @@ class _LaplaceDraw(_Draw):
     def __call__(self, attempts: int) -> IntArray:
         rng, t, s = self.rng, self.t, self.s
         # one draw on [0, 2t) gives both U (uniform on [0, t)) and an independent sign bit
-        w = rng.integers(0, 2 * t, size=attempts, dtype=np.int64)
+        w = below(rng, 2 * t, attempts)
         if t > 1:
-            w = w.take(np.flatnonzero(bernoulli_exp_fraction(rng, w >> 1, t)))
+            w = w.take(bernoulli_exp_fraction(rng, w >> 1, t).nonzero()[0])
         sign = w & 1
         y = geometric_exp1(rng, w.size)
         if y.size and int(y.max()) >= (1 << 62) // t - 1:
@@ -101,7 +102,7 @@ class _LaplaceDraw(_Draw):
         else:
             y //= s
         # a negative zero is rejected (it would count 0 twice): keep y ≠ 0 or sign 0
-        keep = np.flatnonzero((y | (sign ^ 1)) != 0)
+        keep = ((y | (sign ^ 1)) != 0).nonzero()[0]
         # y → −y where the sign bit is set, arithmetically: (y XOR −b) + b is −y for b = 1
         y ^= -sign
         y += sign
@@ -135,7 +136,7 @@ class _GaussianDraw(_Draw):
         else:
             whole, frac = _divmod_square(c, a)
             ok = bernoulli_exp_parts(self.rng, whole, frac, 2 * a * a)
-        kept: IntArray = y.take(np.flatnonzero(ok))
+        kept: IntArray = y.take(ok.nonzero()[0])
         return kept
 
 

@@ -110,7 +110,8 @@ _ASCENDING = THRESHOLDS[_LAST:0:-1].copy()  # T_42 < … < T_1
 
 def _uniform(rng: np.random.Generator, size: int) -> IntArray:
     """Uniform integers on [0, 2^62): the first 62 bits of X."""
-    return rng.integers(0, 1 << BITS, size=size, dtype=np.int64)
+    out: IntArray = (rng.bit_generator.random_raw(size) >> np.uint64(64 - BITS)).view(np.int64)
+    return out
 
 
 def _below_exp(rng: np.random.Generator, v: int, x: list[int]) -> bool:
@@ -131,7 +132,7 @@ def bernoulli_exp_whole(rng: np.random.Generator, whole: IntArray) -> BoolArray:
     r = _uniform(rng, whole.size)
     edge = THRESHOLDS[np.minimum(whole, THRESHOLDS.size - 1)]
     out: BoolArray = r < edge
-    for i in np.flatnonzero(r == edge):  # a tie: probability 2^-62 per draw
+    for i in (r == edge).nonzero()[0]:  # a tie: probability 2^-62 per draw
         out[i] = _below_exp(rng, int(whole[i]), [int(r[i]), BITS])
     return out
 
@@ -144,7 +145,7 @@ def _count_exact(rng: np.random.Generator, r: IntArray) -> IntArray:
     # a tie R = T_v (the largest threshold <= R equals R), or R = 0, which ties with every v
     # past the table: settled bit by bit
     tie = (r == 0) | (ascending.take(np.maximum(above - 1, 0)) == r)
-    for i in np.flatnonzero(tie):
+    for i in tie.nonzero()[0]:
         count[i] = _count_from(rng, int(r[i]))
     return count
 
@@ -163,7 +164,7 @@ def geometric_exp1(rng: np.random.Generator, size: int) -> IntArray:
     # the top 62 bits of a raw 64-bit word are R; its top 16 bits pick the bucket
     raw = rng.bit_generator.random_raw(size)
     bucket = _BUCKETS[raw >> np.uint64(64 - 16)]
-    open_ = np.flatnonzero(bucket == 255)
+    open_ = (bucket == 255).nonzero()[0]
     out: IntArray = bucket.astype(np.int64)
     if open_.size:
         r = (raw.take(open_) >> np.uint64(64 - BITS)).astype(np.int64)

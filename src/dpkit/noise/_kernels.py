@@ -20,6 +20,7 @@ __all__ = [
     "BLOCK",
     "INT_LIMIT",
     "MIN_BLOCK",
+    "below",
     "bernoulli_exp_fraction",
     "bernoulli_exp_parts",
     "bernoulli_exp_rational",
@@ -40,7 +41,7 @@ INT_LIMIT = 1 << 62
 """Bounds of uniform integer draws stay below this, so int64 arithmetic never overflows."""
 
 
-def _below(rng: np.random.Generator, high: int | IntArray, size: int) -> IntArray:
+def below(rng: np.random.Generator, high: int | IntArray, size: int) -> IntArray:
     """Uniform integers in [0, high) (high scalar or per element, every high in [1, 2**62])."""
     return rng.integers(0, high, size=size, dtype=np.int64)
 
@@ -59,7 +60,7 @@ def _loop_from(rng: np.random.Generator, num: IntArray, den: int | IntArray, k0:
     # K odd when the loop stops: stopping now (accept False) gives k's parity
     out = ~accept if k & 1 else np.zeros(num.size, dtype=bool)
     # survivors are compacted by index (np.take): half the cost of a boolean-mask selection
-    idx = np.flatnonzero(accept)
+    idx = accept.nonzero()[0]
     num = num.take(idx)
     if per_element:
         dens = dens.take(idx)  # type: ignore[union-attr]
@@ -67,7 +68,7 @@ def _loop_from(rng: np.random.Generator, num: IntArray, den: int | IntArray, k0:
         k += 1
         accept = _step(rng, num, dens, k)
         out[idx] = ~accept if k & 1 else False
-        keep = np.flatnonzero(accept)
+        keep = accept.nonzero()[0]
         idx, num = idx.take(keep), num.take(keep)
         if per_element:
             dens = dens.take(keep)  # type: ignore[union-attr]
@@ -78,9 +79,9 @@ def _step(rng: np.random.Generator, num: IntArray, dens: int | IntArray, k: int)
     """Bernoulli(num / (dens · k)), exactly."""
     top = dens if isinstance(dens, int) else int(np.max(dens))
     if top * k >= INT_LIMIT:
-        split: BoolArray = (_below(rng, k, num.size) == 0) & (_below(rng, dens, num.size) < num)
+        split: BoolArray = (below(rng, k, num.size) == 0) & (below(rng, dens, num.size) < num)
         return split
-    direct: BoolArray = _below(rng, dens * k, num.size) < num
+    direct: BoolArray = below(rng, dens * k, num.size) < num
     return direct
 
 
@@ -105,13 +106,13 @@ def bernoulli_exp_fraction(
     # a scalar bound stays a Python int: NumPy's bounded draw broadcasts an array bound slowly
     d: int | IntArray = int(den) if np.ndim(den) == 0 else np.asarray(den, dtype=np.int64)
     if 2 * dmax * dmax < 1 << 56:
-        r = _below(rng, 2 * d * d, n)
+        r = below(rng, 2 * d * d, n)
         out: BoolArray = r >= 2 * d * num  # K = 1: accept
-        more = np.flatnonzero(r < num * num)  # K >= 3: keep looping
+        more = (r < num * num).nonzero()[0]  # K >= 3: keep looping
     else:
-        out = _below(rng, d, n) >= num  # step 1 fails: K = 1, accept
-        second = _below(rng, 2 * d, n) < num  # step 2 succeeds
-        more = np.flatnonzero(second > out)  # step 1 and step 2 succeed: K >= 3, keep looping
+        out = below(rng, d, n) >= num  # step 1 fails: K = 1, accept
+        second = below(rng, 2 * d, n) < num  # step 2 succeeds
+        more = (second > out).nonzero()[0]  # step 1 and step 2 succeed: K >= 3, keep looping
     if more.size:
         d_more = d if isinstance(d, int) else d.take(more)
         out[more] = _loop_from(rng, num.take(more), d_more, 3)
@@ -138,7 +139,7 @@ def bernoulli_exp_parts(
     (one draw compared with floor(2^62 e^-whole): :mod:`dpkit.noise._exp_inverse`).
     """
     out = bernoulli_exp_fraction(rng, frac, den)
-    todo = np.flatnonzero(whole)
+    todo = whole.nonzero()[0]
     if todo.size:
         out[todo] &= bernoulli_exp_whole(rng, whole.take(todo))
     return out
