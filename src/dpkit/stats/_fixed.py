@@ -99,6 +99,10 @@ def _run_blocks(n: int, work: Work) -> int:
     queue = _Blocks(n)
     other = _helper().submit(_blocks, queue, n, size, work)  # NumPy releases the GIL
     mine = _blocks(queue, n, size, work)
+    # Every block is taken once; when this thread has taken the last one before the helper was
+    # even scheduled (a loaded machine), the helper's task is cancelled rather than waited for.
+    if other.cancel():
+        return mine
     return mine + other.result()
 
 
