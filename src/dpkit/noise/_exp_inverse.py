@@ -12,8 +12,9 @@ T_v = floor(2^62 e^{−v}) (e^{−v} is irrational for v >= 1, so it is never a 
   time, and compared with more bits of e^{−v} (:func:`exp_neg_floor`, exact integer arithmetic)
   until the comparison is decided, which happens with probability one.
 
-This is inversion of the uniform distribution (the method of Knuth and Yao 1976 and of von
-Neumann's exact samplers: decide as soon as the bits drawn so far settle the comparison), so
+This is inversion of the uniform distribution with lazily drawn bits (decide as soon as the
+bits drawn so far settle the comparison, as in Knuth and Yao 1976, "The complexity of nonuniform
+random number generation", and Karney 2016, "Sampling exactly from the normal distribution"), so
 every decision is exact; no floating point is used. One 62-bit draw settles a whole geometric
 count, where the Bernoulli(exp(−1)) loop needs about 1.6 draws and as many passes.
 """
