@@ -40,10 +40,16 @@ def test_noise_dominated_variances_tend_to_the_public_default() -> None:
     # At ε = 1e-3 the sums of squares carry Laplace noise of scale Σh²/(3ε/16) ≈ 2.4e4 against
     # counts of at most a few hundred: the estimate is pure noise, and the variance must sit at
     # the default (h/2)² (within 5%: the inverse-variance weight of the raw value is < 1e-4).
+    # Measured over seeds 40-239, 28 of 200 fits have a variance more than 5% off the default,
+    # with the exact samplers' streams before and after their speed-up alike (a seed-by-seed
+    # assertion held on these ten seeds only by luck): at most 3 of 10 may be (P ≈ 0.05 at a
+    # 14% rate; a fit that tracked the raw value would miss on every seed).
     X, y = _data(300)
+    near = 0
     for seed in range(10):
         nb = GaussianNB(epsilon=1e-3, bounds=(LOW, HIGH), classes=[0, 1, 2], rng=seed).fit(X, y)
-        np.testing.assert_allclose(nb.var_, np.broadcast_to(HALF**2 / 4, nb.var_.shape), rtol=0.05)
+        near += bool(np.allclose(nb.var_, HALF**2 / 4, rtol=0.05, atol=0.0))
+    assert near >= 7, near
 
 
 def test_accurate_variances_are_kept_at_large_epsilon() -> None:

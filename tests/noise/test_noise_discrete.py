@@ -71,7 +71,19 @@ def test_discrete_gaussian_variance(sigma: float) -> None:
     assert abs(float(np.mean(x))) < 5 * math.sqrt(var / N)
 
 
-@pytest.mark.parametrize("gamma", [Fraction(0), Fraction(1, 3), Fraction(1), Fraction(5, 2), 7])
+# the last two have a denominator of 2^40: the first two steps of the loop take two draws there
+@pytest.mark.parametrize(
+    "gamma",
+    [
+        Fraction(0),
+        Fraction(1, 3),
+        Fraction(1),
+        Fraction(5, 2),
+        7,
+        Fraction(2**39 + 1, 2**40),
+        Fraction(3 * 2**40 + 5, 2**40),
+    ],
+)
 def test_bernoulli_exp_probability(gamma: Fraction) -> None:
     n = 400_000
     x = bernoulli_exp(gamma, size=n, rng=11)

@@ -239,7 +239,10 @@ def test_audit_of_a_replaced_record_that_is_clamped() -> None:
         return float(out[0] - out[3])
 
     d0, d1 = np.full(6, 0.1), np.r_[np.full(5, 0.1), 1e6]
-    r = epsilon_lower_bound(mech, d0, d1, trials=1200, rng=4)
+    # 4000 trials: at 1200 the power margin was thin (0.21-0.37 on seeds 5-7) and the selection
+    # half picked a region with no power on seed 4 once the sampler's stream changed; at 4000
+    # seeds 4-7 give 0.44-0.56
+    r = epsilon_lower_bound(mech, d0, d1, trials=4000, rng=4)
     print(r)
     assert 0.2 < r.epsilon <= 1.0, r
 

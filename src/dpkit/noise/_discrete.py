@@ -13,6 +13,7 @@ from dpkit.errors import PrivacyParameterError
 from dpkit.noise._kernels import (
     BLOCK,
     MIN_BLOCK,
+    below,
     bernoulli_exp_fraction,
     bernoulli_exp_parts,
     bernoulli_exp_rational,
@@ -87,22 +88,25 @@ class _LaplaceDraw(_Draw):
     def __call__(self, attempts: int) -> IntArray:
         rng, t, s = self.rng, self.t, self.s
         # one draw on [0, 2t) gives both U (uniform on [0, t)) and an independent sign bit
-        w = rng.integers(0, 2 * t, size=attempts, dtype=np.int64)
+        w = below(rng, 2 * t, attempts)
         if t > 1:
-            w = w[bernoulli_exp_fraction(rng, w >> 1, t)]
-        u, sign = w >> 1, w & 1
-        v = geometric_exp1(rng, u.size)
-        if v.size and int(v.max()) >= (1 << 62) // t - 1:
+            w = w.take(bernoulli_exp_fraction(rng, w >> 1, t).nonzero()[0])
+        sign = w & 1
+        y = geometric_exp1(rng, w.size)
+        if y.size and int(y.max()) >= (1 << 62) // t - 1:
             raise OverflowError("geometric tail beyond int64 (probability below e^-1000)")
-        y = u + t * v
-        if s != 1:
+        y *= t
+        y += w >> 1  # U + tV
+        if s & (s - 1) == 0:
+            y >>= s.bit_length() - 1  # floor(y / s) for a power of two s (y >= 0)
+        else:
             y //= s
         # a negative zero is rejected (it would count 0 twice): keep y ≠ 0 or sign 0
-        keep = (y | (sign ^ 1)) != 0
+        keep = ((y | (sign ^ 1)) != 0).nonzero()[0]
         # y → −y where the sign bit is set, arithmetically: (y XOR −b) + b is −y for b = 1
         y ^= -sign
         y += sign
-        kept: IntArray = y[keep]
+        kept: IntArray = y.take(keep)
         return kept
 
 
@@ -132,7 +136,8 @@ class _GaussianDraw(_Draw):
         else:
             whole, frac = _divmod_square(c, a)
             ok = bernoulli_exp_parts(self.rng, whole, frac, 2 * a * a)
-        return y[ok]
+        kept: IntArray = y.take(ok.nonzero()[0])
+        return kept
 
 
 def _divmod_square(c: IntArray, a: int) -> tuple[IntArray, IntArray]:

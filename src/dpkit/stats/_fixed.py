@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 
@@ -89,24 +90,45 @@ def _run_blocks(n: int, work: Work) -> int:
     ``values`` (float64) is a buffer owned by the calling thread, of at least ``stop − start``
     entries.
     """
-    starts = range(0, n, BLOCK)
-
     size = min(n, BLOCK)  # no larger than needed (small sums)
-
-    def chunk(part: range) -> int:
-        values = np.empty(size)
-        # Per thread (NumPy's error state is not inherited): a signalling NaN raises the invalid
-        # flag in the addition, a RuntimeWarning (an exception under warnings-as-errors) instead of
-        # the DataError that the finiteness check gives every NaN.
-        with np.errstate(invalid="ignore"):
-            return sum(work(s, min(s + BLOCK, n), values) for s in part)
-
     if n < _THREADS_FROM:
-        return chunk(starts)
-    half = len(starts) // 2
-    other = _helper().submit(chunk, starts[half:])  # NumPy releases the GIL: two cores at once
-    mine = chunk(starts[:half])
+        return _blocks(iter(range(0, n, BLOCK)), n, size, work)
+    # Both threads take the next block from one shared queue, so a core slowed by other load
+    # does fewer blocks instead of keeping the other waiting at the end; the total is a sum of
+    # exact integers, the same whichever thread adds which block.
+    queue = _Blocks(n)
+    other = _helper().submit(_blocks, queue, n, size, work)  # NumPy releases the GIL
+    mine = _blocks(queue, n, size, work)
+    # Every block is taken once; when this thread has taken the last one before the helper was
+    # even scheduled (a loaded machine), the helper's task is cancelled rather than waited for.
+    if other.cancel():
+        return mine
     return mine + other.result()
+
+
+class _Blocks:
+    """The block starts ``0, BLOCK, 2·BLOCK, … < n``, handed out once each to whichever thread
+    asks (under a lock)."""
+
+    def __init__(self, n: int) -> None:
+        self._starts = iter(range(0, n, BLOCK))
+        self._lock = threading.Lock()
+
+    def __iter__(self) -> _Blocks:
+        return self
+
+    def __next__(self) -> int:
+        with self._lock:
+            return next(self._starts)
+
+
+def _blocks(starts: Iterator[int], n: int, size: int, work: Work) -> int:
+    values = np.empty(size)
+    # Per thread (NumPy's error state is not inherited): a signalling NaN raises the invalid
+    # flag in the addition, a RuntimeWarning (an exception under warnings-as-errors) instead of
+    # the DataError that the finiteness check gives every NaN.
+    with np.errstate(invalid="ignore"):
+        return sum(work(s, min(s + BLOCK, n), values) for s in starts)
 
 
 @lru_cache(maxsize=1)
