@@ -111,3 +111,12 @@ def test_a_nan_unit_is_dropped_on_both_engines(engine: str) -> None:
     plain = _release(make(_float_units(df, nan=False)), a)
     nans = _release(make(_float_units(df, nan=True)), b)
     assert plain.equals(nans)
+
+
+def test_a_nan_unit_is_dropped_on_spark(spark: Any) -> None:
+    # Spark's isNotNull keeps NaN; the table drops a NaN unit there too, as on Polars and pandas
+    df = _table()
+    a, b = Accountant(PureDP(epsilon=5.0)), Accountant(PureDP(epsilon=5.0))
+    plain = _release(_float_units(df, nan=False), a)
+    nans = _release(spark.createDataFrame(_float_units(df, nan=True).to_arrow()), b)
+    assert plain.equals(nans)
