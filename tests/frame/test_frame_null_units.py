@@ -85,3 +85,38 @@ def test_a_table_of_null_units_only_releases_like_an_empty_one() -> None:
     a, b = Accountant(PureDP(epsilon=5.0)), Accountant(PureDP(epsilon=5.0))
     assert _release(df, a).equals(_release(df.clear(), b))
     assert len(a.ledger) == len(b.ledger) == 1
+
+
+def _float_units(df: pl.DataFrame, nan: bool) -> pl.DataFrame:
+    # a float unit column; NaN is pandas' null, so a NaN unit must be no unit on Polars too
+    ids = df.with_columns(pl.col("user").str.slice(1).cast(pl.Float64))
+    if not nan:
+        return ids
+    extra = pl.DataFrame(
+        {"user": [float("nan")] * 3, "key": ["a", "zz", "b"], "x": [1.0, 1e9, 5.0]},
+        schema=ids.schema,
+    )
+    return pl.concat([extra.head(2), ids, extra.tail(1)])
+
+
+@pytest.mark.parametrize("engine", ["polars", "pandas"])
+def test_a_nan_unit_is_dropped_on_both_engines(engine: str) -> None:
+    # Polars kept NaN units (pooled as one unit of their own) while pandas, whose NaN arrives
+    # as null, dropped them: the same table released different counts on the two engines
+    if engine == "pandas":
+        pytest.importorskip("pandas")
+    make = (lambda d: d) if engine == "polars" else (lambda d: d.to_pandas())
+    df = _table()
+    a, b = Accountant(PureDP(epsilon=5.0)), Accountant(PureDP(epsilon=5.0))
+    plain = _release(make(_float_units(df, nan=False)), a)
+    nans = _release(make(_float_units(df, nan=True)), b)
+    assert plain.equals(nans)
+
+
+def test_a_nan_unit_is_dropped_on_spark(spark: Any) -> None:
+    # Spark's isNotNull keeps NaN; the table drops a NaN unit there too, as on Polars and pandas
+    df = _table()
+    a, b = Accountant(PureDP(epsilon=5.0)), Accountant(PureDP(epsilon=5.0))
+    plain = _release(_float_units(df, nan=False), a)
+    nans = _release(spark.createDataFrame(_float_units(df, nan=True).to_arrow()), b)
+    assert plain.equals(nans)

@@ -178,7 +178,10 @@ def table(
         ident = f.monotonically_increasing_id() if unit is None else f.col(unit)
         frame = frame.withColumn(UNIT_ID, ident)
         if unit is not None:  # a null unit is no unit: dropped, never refused (see below)
-            frame = frame.filter(f.col(UNIT_ID).isNotNull())
+            keep = f.col(UNIT_ID).isNotNull()
+            if frame.schema[unit].dataType.typeName() in ("double", "float"):
+                keep = keep & ~f.isnan(f.col(UNIT_ID))  # a NaN unit is null, as from pandas
+            frame = frame.filter(keep)
     elif unit is None:
         # a row number: a position, which no step can read (a step naming the column is
         # refused, and one reaching it unnamed, by pl.nth(0), a regex or a selector, is not
@@ -191,9 +194,12 @@ def table(
         # told whoever saw the refusal that such a row exists, a data-dependent failure; dropping
         # is what dpkit.sql does, so one rule holds on both engines and in SQL. A user who wants
         # such rows counted gives each one a fresh id before the query.
-        frame = frame.with_columns(pl.col(unit).alias(UNIT_ID)).filter(
-            pl.col(UNIT_ID).is_not_null()
-        )
+        keep = pl.col(UNIT_ID).is_not_null()
+        if frame.collect_schema()[unit].is_float():
+            # a float NaN unit is null too: pandas' NaN arrives as null, and Polars would
+            # otherwise pool every NaN row into one unit (the engines must agree)
+            keep = keep & pl.col(UNIT_ID).is_not_nan()
+        frame = frame.with_columns(pl.col(unit).alias(UNIT_ID)).filter(keep)
     # ``missing="raise"`` refuses nulls of the data as given, never the steps' output: a step
     # can make a null from any predicate on private values (``pl.when(user == 123).then(None)``,
     # a left join missing a key), and refusing it was a membership oracle at ε = 0
