@@ -50,8 +50,10 @@ def test_dirac_canaries_bound_an_honest_run_and_catch_a_broken_one(data, broken)
         r = canaries.audit(guess_in=15, guess_out=15, delta=1e-5, observe=observe)
         if broken:
             # included canaries add C per sampled step (q·T = 4 in expectation) against noise of
-            # σ/1000 and the data's own gradient on the coordinate: every guess right, ε ≥ 2.25
-            assert r.correct == 30 and r.exceeds(claimed), str(r)
+            # σ/1000 and the data's own gradient on the coordinate; an included canary sampled in
+            # none of the 8 steps (probability 2⁻⁸ each, ~50 included) looks excluded, so a
+            # guess may miss: the bound must still exceed the claim (29 of 30 gives ε ≥ 1.74)
+            assert r.correct >= 29 and r.exceeds(claimed), str(r)
         else:
             assert r.epsilon <= claimed, str(r)
     # with plain SGD at a fixed rate, the final model is the steps' sum scaled by −lr/B
