@@ -139,3 +139,15 @@ def test_attack_text_in_a_numeric_column_is_no_oracle(sql: str) -> None:
     clean = _outcome(sql, {**T, "pums": p})
     assert clean == _outcome(sql, {**T, "pums": bad})
     assert clean[1] == 0.0
+
+
+def test_a_nan_unit_is_no_unit_as_in_the_frame() -> None:
+    """A float unit column's NaN is null too (as in dpkit.frame on every engine): rows whose
+    unit is NaN are dropped, not pooled into one unit of their own."""
+    sql = "SELECT sex, COUNT(*) AS n FROM pums GROUP BY sex"
+    p = T["pums"].with_columns(pl.col("pid").cast(pl.Float64))
+    ghost = p.head(5).with_columns(pl.lit(float("nan")).alias("pid"))
+    base = _outcome(sql, {**T, "pums": p})
+    with_ghost = _outcome(sql, {**T, "pums": pl.concat([p, ghost])})
+    assert base == with_ghost
+    assert base[0] == "ok"

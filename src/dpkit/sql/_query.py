@@ -195,7 +195,10 @@ class SQLQuery:
         if unit is not None:
             # a row without a unit is dropped (row-wise), never refused: the frame's refusal
             # would tell whether the table holds a unit whose id is NULL (a free membership bit)
-            base = base.filter(pl.col(unit).is_not_null())
+            keep = pl.col(unit).is_not_null()
+            if base.collect_schema()[unit].is_float():  # a NaN unit is null too (as the frame)
+                keep = keep & pl.col(unit).is_not_nan()
+            base = base.filter(keep)
         if c.bigquery:
             for renamed, on, how in joins:
                 base = base.join(renamed, on=on, how=how)

@@ -215,7 +215,10 @@ def spark_plans(sq: SQLQuery, given: dict[str, Any]) -> tuple[GroupedQuery, Grou
     base = given[srcs[0].table.name]
     unit = c.scope.unit
     if unit is not None:
-        base = base.filter(f.col(unit).isNotNull())  # dropped, never refused (as on Polars)
+        keep = f.col(unit).isNotNull()  # dropped, never refused (as on Polars)
+        if base.schema[unit].dataType.typeName() in ("double", "float"):
+            keep = keep & ~f.isnan(f.col(unit))  # a NaN unit is null too (as the frame)
+        base = base.filter(keep)
     joins = []
     publics: dict[str, Any] = {}
     for s in srcs[1:]:
