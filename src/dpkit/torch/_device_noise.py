@@ -4,7 +4,8 @@ The algorithm is Canonne, Kamath and Steinke (2020, "The Discrete Gaussian for D
 Privacy", Algorithms 1–3) with the same rational parameters as :mod:`dpkit.noise` (σ = a/b in
 grid units, from the same rounding) and fused first steps; its Bernoulli(exp(−1)) comes from one
 draw on [0, 16!) (the NumPy samplers now compare one 62-bit word with exact thresholds of e^−v
-instead: another exact route to the same law, so the two draw different streams). Each accept/reject decision compares a uniform integer with an integer threshold, so every
+instead: another exact route to the same law, so the two draw different streams).
+Each accept/reject decision compares a uniform integer with an integer threshold, so every
 probability is the exact rational the algorithms call for, and the accepted samples are i.i.d.
 from the discrete Gaussian. Work runs on whole blocks with masks, survivors compacted after each
 pass (no Python loop per sample).
