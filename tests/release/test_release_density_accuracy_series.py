@@ -7,6 +7,10 @@ of the noise function is ``‖β̃ − β̂‖₂``. So over 300 releases (fixed
 within it must lie in ``1 − alpha ± 4`` binomial sd (plus 0.02 above for the safe-side slack,
 worth about 0.015 of coverage at 12 coefficients), for Laplace (δ = 0) and Gaussian (δ > 0)
 noise. Releases use a public n, so β̂ = exact fixed-point sums / (n·2^P) is known exactly.
+
+With a private n the release divides by a noisy count, and the half-width (at ``expected_n`` =
+the true n) must cover at least ``1 − alpha`` of releases: it adds the count's error with the
+worst-case ‖β̂‖₂, so it is conservative and only the lower side is asserted.
 """
 
 from __future__ import annotations
@@ -74,3 +78,22 @@ def test_degree_is_chosen_from_public_inputs_before_the_charge() -> None:
     # the accuracy is planned for the same release
     w = series_density_accuracy(bounds=(0, 1), epsilon=1.0, expected_n=1000)
     assert w > series_density_accuracy(bounds=(0, 1), epsilon=1.0, n=1000)  # ε/10 for the count
+
+
+def test_l2_half_width_covers_with_a_private_n() -> None:
+    # β̃ − β̂ = Z/n̂ + β̂(n − n̂)/n̂: the second term is not small at n = 150 with ε/10 for the count
+    # (the count's noise has scale 20), and a half-width of Z alone covered 0.839 of these
+    # releases. 800 releases: binomial sd √(0.9·0.1/800) ≈ 0.0106, so a true 0.90 coverage falls
+    # below the bound 0.9 − 4 sd ≈ 0.858 with probability < 10⁻⁴.
+    x = X[:150]
+    kw = {"bounds": (0, 1), "epsilon": 0.5, "degree": 8, "expected_n": x.size}
+    w = series_density_accuracy(alpha=ALPHA, **kw)
+    bits, caps, _ = plan_noise((8,), 1, 0.5 * 0.9, 0.0)  # 10% of ε buys the count
+    exact = np.array(exact_sums(x[:, None], (8,), bits, caps), dtype=float)
+    exact /= math.ldexp(float(x.size), bits)
+    gen = seeded(8)
+    m = 800
+    norms = np.array(
+        [np.linalg.norm(series_density(x, rng=gen, **kw).raw - exact) for _ in range(m)]
+    )
+    assert float(np.mean(norms <= w)) >= 1 - ALPHA - _band(m)

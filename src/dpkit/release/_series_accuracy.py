@@ -17,6 +17,17 @@ as infinite. ``s`` is about 2^20 integer units, so the ``√M`` is a relative 10
 
 In density units on the box ``B`` (volume ``V``), the L2 norm over ``B`` of the noise of
 ``p(x) = f(u(x))/V`` is the unit-cube norm divided by ``√V``.
+
+**Private n.** The release then divides by a noisy count ``n̂ = max(n + W, 1)`` (W discrete
+Laplace of scale ``1/ε_count``, ``ε_count = count_fraction·ε``), so
+``β̃ − β̂ = Z/(n̂·2^P) + β̂·(n − n̂)/n̂``. ``alpha`` is split in two halves: ``‖Z‖₂ ≤ z`` (the
+quantile above at ``alpha/2``) and ``|W| ≤ t`` (the exact two-sided quantile at ``alpha/2``),
+so both hold together with probability at least ``1 − alpha`` (union bound). On that event
+``|n − n̂| ≤ t`` (the clamp at 1 only moves n̂ towards n ≥ 1) and ``n̂ ≥ max(n − t, 1)``, and the
+fixed-point sums are clipped to ``|S_J| ≤ n·cap_J``, so ``‖β̂‖₂ ≤ ‖cap‖₂/2^P`` (the basis'
+sup-norms, ``√(Σ_J sup|ψ_J|²)``, up to the fixed-point rounding) whatever the data. Hence
+``‖β̃ − β̂‖₂ ≤ (z + ‖cap‖₂·t) / (2^P·max(n − t, 1))``. The bound on ``‖β̂‖₂`` is a worst case over
+data sets (smooth densities have a far smaller one), so this half-width is conservative.
 """
 
 from __future__ import annotations
@@ -27,7 +38,7 @@ import numpy as np
 
 from dpkit.accounting import Neighbouring
 from dpkit.errors import DataError, PrivacyParameterError
-from dpkit.mechanisms._tails import check_alpha
+from dpkit.mechanisms._tails import check_alpha, discrete_laplace_quantile
 from dpkit.release._density_data import FloatArray, check_box
 from dpkit.release._density_noise import split_count
 from dpkit.release._series import chosen_degree, plan_noise
@@ -110,9 +121,16 @@ def series_density_accuracy(
     projection onto densities) is within this of the exact one in L2 norm over the box, in
     density units: ``(∫_B (p̃ − p̂)²)^{1/2}``; on the unit cube (``raw``, the coefficients ``β̃``)
     that is ``‖β̃ − β̂‖₂ ≤ half-width·√V``. The same degree (chosen from public inputs only, as
-    the release chooses it), budget split and exact noise as the release; an exact quantile up to
-    a relative ~1% on the safe side (module notes). At the public ``n``, or at ``expected_n``
-    when n is private (the release divides by a noisy count: approximate). Charges nothing.
+    the release chooses it), budget split and exact noise as the release. Charges nothing.
+
+    With a public ``n`` (or under replace-one, where n is public): the exact quantile of the
+    coefficient noise's L2 norm, up to a relative ~1% on the safe side (module notes).
+
+    With a private n (``expected_n=`` given): the bound holds with probability at least
+    ``1 − alpha`` when the data set has exactly ``expected_n`` records. It accounts for the
+    division by the noisy count as well as the coefficient noise (``alpha`` split in halves
+    between them, module notes), with the worst-case ``‖β̂‖₂`` the basis allows, so it is
+    conservative; at another true n it is not a guarantee.
 
     Examples
     --------
@@ -138,11 +156,18 @@ def series_density_accuracy(
         )
     if replace and public is None:  # under replace-one the size is public (as in the release)
         public = size
-    _, eps_s = split_count(epsilon=eps, public_n=public, replace=replace, needs_n=True,
+    count, eps_s = split_count(epsilon=eps, public_n=public, replace=replace, needs_n=True,
                            fraction=count_fraction)  # fmt: skip
     m = chosen_degree(degree, d, public, size, eps_s, smoothness)
     bits, caps, noise = plan_noise(m, 2 if replace else 1, eps_s, dlt)
     dim = int(caps.size)
-    z = float(noise.scale) * l2_noise_quantile(noise.kind, dim, a) + math.sqrt(dim)
     volume = math.prod(hi - lo for lo, hi in box)
-    return z / math.ldexp(float(size), bits) / math.sqrt(volume)
+    if count.noise is None:  # n public: β̃ − β̂ = Z/(n·2^P) exactly
+        z = float(noise.scale) * l2_noise_quantile(noise.kind, dim, a) + math.sqrt(dim)
+        return z / math.ldexp(float(size), bits) / math.sqrt(volume)
+    # n private: half of alpha for the coefficient noise, half for the count's (module notes)
+    z = float(noise.scale) * l2_noise_quantile(noise.kind, dim, a / 2) + math.sqrt(dim)
+    t = discrete_laplace_quantile(float(count.noise.scale), a / 2)
+    top = math.sqrt(float(np.sum(caps.astype(np.float64) ** 2)))  # ‖β̂‖₂·2^P at most
+    low = max(size - t, 1)  # n̂ at least this on the event
+    return (z + top * t) / math.ldexp(float(low), bits) / math.sqrt(volume)
