@@ -46,7 +46,9 @@ def test_intervals_cover_exact_values() -> None:
         r = g.release(epsilon=1.0, rng=seed).frame.filter(pl.col("key") == "a")
         for name, v in exact.items():
             covered[name] += int(r[f"{name}_lo"][0] <= v <= r[f"{name}_hi"][0])
-        # point estimates near the truth (noise sd of a mean here ≈ 0.02; quantile leaf 0.39)
-        assert abs(r["mean_x"][0] - exact["mean_x"]) < 0.5
+        # point estimates near the truth: the mean's error has sd ≈ 0.13 here (its share of
+        # ε = 1 over 5 aggregates, bounds 0–100, ~3000 rows; measured 0.12–0.13 over 200 seeds),
+        # so 0.65 is 5 sd; quantile leaf 0.39
+        assert abs(r["mean_x"][0] - exact["mean_x"]) < 0.65
         assert abs(r["q_x_0.5"][0] - exact["q_x_0.5"]) < 2.0
     assert min(covered.values()) >= MIN_COVERED, covered

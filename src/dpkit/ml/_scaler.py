@@ -73,7 +73,7 @@ class StandardScaler(OneToOneFeatureMixin, TransformerMixin, PrivateEstimator): 
     >>> X = np.random.default_rng(0).normal(5, 2, (10_000, 2))
     >>> s = StandardScaler(epsilon=1.0, bounds=(-5, 15), rng=0).fit(X)
     >>> np.round(s.mean_, 1), np.round(s.scale_, 1)
-    (array([5., 5.]), array([2., 2.]))
+    (array([5., 5.]), array([2. , 1.9]))
     """
 
     def __init__(

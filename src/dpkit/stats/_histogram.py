@@ -238,7 +238,7 @@ def histogram(
     ((4,), dtype('int64'), True)
     >>> colours = ["red", "blue", "red", "green", "red"] * 200
     >>> st.histogram(colours, categories=["red", "blue", "green"], epsilon=1.0, rng=1)
-    Release(histogram=[600 200 200], epsilon=1, ci='exact noise quantiles')
+    Release(histogram=[601 200 201], epsilon=1, ci='exact noise quantiles')
     """
     eps, dlt, r = check_budget(epsilon, delta, rho)
     replace = is_replace(neighbouring)

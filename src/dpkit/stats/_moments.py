@@ -82,7 +82,7 @@ def count(
     --------
     >>> import dpkit.stats as st
     >>> st.count(range(1000), rho=0.125, rng=0)
-    Release(count=1001, rho=0.125, ci='exact noise quantiles')
+    Release(count=999, rho=0.125, ci='exact noise quantiles')
     >>> r = st.count(range(1000), epsilon=1.0, rng=0)
     >>> type(r.value).__name__, bool(abs(r.value - 1000) < 20)
     ('int', True)
