@@ -24,7 +24,8 @@ choice, with one keyword, ``missing=``, and one default in every layer:
 The same keyword is taken by every ``dpkit.stats`` statistic, by ``dpkit.frame.Query``, by the
 ``dpkit.release`` densities, ``ks_synthetic``, ``Synthesizer.fit`` and ``discover_domain``, by
 every ``dpkit.ml`` estimator (a constructor parameter), and by the ``randomize`` of the
-``dpkit.local`` randomizers and of ``dpkit.mechanisms.RandomizedResponse``.
+``dpkit.local`` randomizers and of ``dpkit.mechanisms.RandomizedResponse``, which accept
+``"raise"`` only (one report per user: a user dropped would be told apart by the missing report).
 """
 
 from __future__ import annotations

@@ -125,8 +125,9 @@ class NumericRandomizer(ABC):
         ``accountant`` is charged :attr:`event` once before anything is released. A value
         outside ``[−1, 1]`` (±inf included) is clamped to it: its report is the report of an
         in-range value, so the ε-LDP bound holds; never refused. A missing value (NaN, None, a
-        non-number) follows ``missing=``: ``"raise"`` (default) refuses before anything is
-        charged (revealing that one exists), ``"drop"`` leaves its user out.
+        non-number) is refused before anything is charged (revealing that one exists);
+        ``missing="drop"`` is refused (a user left out would be told apart by the missing report:
+        map missing values to a value in ``[−1, 1]`` first).
         """
         x = unit_interval(values, missing)
         if x.ndim != 1:

@@ -165,10 +165,12 @@ class FrequencyOracle(ABC):
             only on their own value, so the batch costs each user ε (parallel composition).
         label : str, optional
             Recorded with the charge.
-        missing : {"raise", "drop"}
-            A missing value (NaN, None), which no code can hold: ``"raise"`` (default) refuses
-            before anything is charged (the refusal reveals that one exists); ``"drop"`` leaves
-            its user out (no report).
+        missing : {"raise"}
+            A missing value (NaN, None), which no code can hold, is refused before anything is
+            charged (the refusal reveals that one exists). ``"drop"`` is refused: a user left
+            out (no report) would be told apart from every other value with certainty, while
+            the reports hold under replacement of one user's value; map missing values to a
+            code first (e.g. the catch-all ``k − 1``).
         """
         x = category_codes(values, self.k, missing)
         gen = as_generator(rng)

@@ -84,7 +84,8 @@ class OneBitMean:
         self, values: object, *, rng: RNGLike = None, missing: Missing = MISSING_DEFAULT
     ) -> Reports:
         """One bit per user. A counter beyond ``[0, m]`` is clamped to it; a missing one (NaN,
-        None) is refused (``missing="raise"``, the default) or its user left out (``"drop"``)."""
+        None) is refused; ``missing="drop"`` is refused too (a user left out would be told apart
+        by the missing report)."""
         x = _check_counters(values, self.m, missing)
         out = self._duchi._randomize(2.0 * x / self.m - 1.0, as_generator(rng))
         return Reports(self.tag, (out > 0).astype(np.int64))
@@ -226,7 +227,7 @@ class DBitFlip:
         """One report per user (buckets drawn afresh: a simulation of first reports).
 
         A value outside ``0..k−1`` is reported as ``k − 1`` (as by every frequency oracle,
-        :meth:`dpkit.local.FrequencyOracle.randomize`); a missing one follows ``missing=``.
+        :meth:`dpkit.local.FrequencyOracle.randomize`); a missing one is refused.
         """
         x = category_codes(values, self.k, missing)
         gen = as_generator(rng)

@@ -115,8 +115,8 @@ class VectorMean:
 
         Each coordinate outside ``[−1, 1]`` (±inf included) is clamped to it, so every report
         is one of an in-domain vector and the ε-LDP bound holds; never refused. A row with a
-        missing value (NaN, None) follows ``missing=``: ``"raise"`` (default) refuses before
-        anything is charged, ``"drop"`` leaves that user out.
+        missing value (NaN, None) is refused before anything is charged; ``missing="drop"`` is
+        refused (a user left out would be told apart by the missing report).
         """
         if values is None:
             raise DataError("values is None; pass an (n, d) array in [-1, 1].")

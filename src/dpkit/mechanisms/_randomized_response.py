@@ -263,10 +263,11 @@ class RandomizedResponse:
             how many respondents there are.
         label : str, optional
             Recorded with the charge.
-        missing : {"raise", "drop"}
-            A missing answer (NaN, None): ``"raise"`` (default) refuses before anything is
-            charged (the refusal reveals that one exists); ``"drop"`` leaves its respondent out
-            (the reports of the others, then as a 1-d array).
+        missing : {"raise"}
+            A missing answer (NaN, None) is refused before anything is charged (the refusal
+            reveals that one exists). ``"drop"`` is refused: a respondent left out would be
+            told apart by the missing report, while the reports hold under replacement of one
+            answer; map missing answers to a category first (e.g. the last one).
 
         Returns
         -------
