@@ -66,9 +66,16 @@ class Explanation:
                 f"{mn.l2 * mn.unit:.6g}, {kind} = {mn.real_scale:.6g} (sd {mn.sd:.6g})"
             )
         cells = self.accuracy(0.05)
-        if cells:
+        # a mean's, variance's or standard deviation's interval depends on its group's size,
+        # which is private: named, with how to see it at a public guess of that size
+        sized = [a.alias for a in self.aggs if a.stat in ("mean", "var", "std")]
+        if cells or sized:
             lines.append("Accuracy (95% of the noise within, per released key):")
             lines += [f"  {name}: +/- {h:.4g}" for name, h in cells.items()]
+            lines += [
+                f"  {name}: depends on the group's size; see accuracy(expected_n=...)"
+                for name in sized
+            ]
         if self.plan.selection is not None:
             sel = self.plan.selection
             lines.append(
