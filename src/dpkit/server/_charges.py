@@ -201,17 +201,13 @@ class ChargeBatches:
         Advisory: other charges may land between this and a real request."""
         a = ask(analyst, dataset, {}, epsilon, delta, None, None, rho=rho)
         d = self._exec(
-            self._sql(
-                "SELECT total_epsilon, total_delta, spent_epsilon, spent_delta, version, "
-                "total_rho, spent_rho FROM datasets WHERE name = ?"
-            ),
+            "SELECT total_epsilon, total_delta, spent_epsilon, spent_delta, version, "
+            "total_rho, spent_rho FROM datasets WHERE name = ?",
             (dataset,),
         ).fetchone()
         b = self._exec(
-            self._sql(
-                "SELECT epsilon, delta, spent_epsilon, spent_delta, rho, spent_rho FROM budgets "
-                "WHERE analyst = ? AND dataset = ?"
-            ),
+            "SELECT epsilon, delta, spent_epsilon, spent_delta, rho, spent_rho FROM budgets "
+            "WHERE analyst = ? AND dataset = ?",
             (analyst, dataset),
         ).fetchone()
         if d is None or b is None:
