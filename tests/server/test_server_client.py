@@ -1,5 +1,9 @@
 """dpkit.client.Curator against a real service: the library's shape, free dry runs and dummy
-queries, idempotent retries, refusals as the library's exceptions, accuracy within the bars."""
+queries, idempotent retries, refusals as the library's exceptions, accuracy within the bars.
+
+A dry run also says when the analyst's remaining budget would refuse the query, naming the
+resource that runs out (ε, δ or ρ), what is left and the price; nothing is charged, and the real
+request is then refused with the same resource named."""
 
 from __future__ import annotations
 
@@ -258,3 +262,66 @@ def test_rho_requests_are_checked(planner: Curator) -> None:
     assert alone["epsilon"] is None and alone["rho"] == 0.5
     with pytest.raises(DataError, match="unknown parameter"):  # only where the noise is Gaussian
         planner.query("survey", "quantiles", column="age", rho=0.5, delta=1e-7, dry_run=True)
+
+
+def _budget_of(c: Curator) -> dict[str, Any]:
+    return dict(c.budget()[0])
+
+
+@pytest.fixture(scope="module")
+def dan(server: Any) -> Any:
+    _, key = server.analyst("dan", 1.0, 1e-6)
+    with Curator(server.url, key) as c:
+        c.count("survey", epsilon=0.75)  # 0.25 of ε left, all of δ
+        yield c
+
+
+def test_dry_run_warns_when_epsilon_would_run_out(dan: Curator) -> None:
+    before = _budget_of(dan)
+    quote = dan.query("survey", "count", epsilon=0.5, dry_run=True)
+    refused = quote["would_be_refused"]
+    assert refused["exhausted"] == ["epsilon"]
+    assert refused["remaining"] == {"epsilon": 0.25} and refused["price"] == {"epsilon": 0.5}
+    assert quote.would_be_refused == (
+        "would be refused: remaining epsilon 0.25 < price 0.5 (your budget on this dataset)."
+    )
+    assert "would be refused: remaining epsilon 0.25 < price 0.5" in repr(quote)
+    assert "accuracy" in quote  # the price and the accuracy are still given
+    assert _budget_of(dan) == before  # free
+    # a price that fits: no warning
+    assert "would_be_refused" not in dan.query("survey", "count", epsilon=0.25, dry_run=True)
+    # the real request meets the refusal the dry run announced, naming epsilon only
+    with pytest.raises(BudgetExceededError, match=r"epsilon=0\.5 but") as err:
+        dan.count("survey", epsilon=0.5)
+    assert "delta" not in str(err.value)
+    assert _budget_of(dan) == before
+
+
+def test_dry_run_warns_when_delta_would_run_out(dan: Curator) -> None:
+    quote = dan.query("survey", "var", column="age", epsilon=0.1, delta=1e-5, dry_run=True)
+    assert quote["would_be_refused"]["exhausted"] == ["delta"]
+    assert "remaining delta 1e-06 < price 1e-05" in quote.would_be_refused
+    with pytest.raises(BudgetExceededError, match=r"delta=1e-05 but") as err:
+        dan.var("survey", "age", epsilon=0.1, delta=1e-5)
+    assert "epsilon=0.1 but" not in str(err.value)
+
+
+def test_dry_run_warns_when_rho_would_run_out(server: Any) -> None:
+    a = server.admin("POST", "/v1/admin/analysts", {"name": "rhoda"})
+    server.admin("PUT", "/v1/admin/budgets", {"analyst": a["id"], "dataset": "survey", "rho": 0.1})
+    with Curator(server.url, a["key"]) as c:
+        # an ε-DP query is charged ρ = ε²/2 = 0.5 by a budget in ρ
+        quote = c.query("survey", "count", epsilon=1.0, dry_run=True)
+        assert quote["would_be_refused"]["exhausted"] == ["rho"]
+        assert "remaining rho 0.1 < price 0.5" in quote.would_be_refused
+        assert "would_be_refused" not in c.query("survey", "count", epsilon=0.4, dry_run=True)
+        assert _budget_of(c)["spent_rho"] == 0.0
+
+
+def test_dry_run_without_budget_says_so(server: Any) -> None:
+    a = server.admin("POST", "/v1/admin/analysts", {"name": "nobody"})
+    with Curator(server.url, a["key"]) as c:
+        quote = c.query("survey", "count", epsilon=0.1, dry_run=True)
+        assert quote.would_be_refused == (
+            "would be refused: you have no budget on a dataset of that name."
+        )

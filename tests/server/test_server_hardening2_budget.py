@@ -111,3 +111,25 @@ def test_the_service_quotes_what_it_charges_and_answers_twenty_of_0_05(
     quote = srv.http.post("/v1/query", json={**odd, "dry_run": True}, headers=h2).json()
     charged = srv.http.post("/v1/query", json=odd, headers=h2).json()
     assert quote["epsilon"] == charged["epsilon"] == 0.100000000001
+
+
+def test_the_dry_runs_warning_decides_as_the_charge_does(ledger: Ledger) -> None:
+    """``refusal`` (the dry run's read) and ``reserve`` (the charge) share ``check_fits``: at
+    the exact edge of a budget they agree, and the warning names the resource that runs out."""
+    ledger.set_budget("a1", "survey", 0.3, 1e-7)
+    assert ledger.refusal("a1", "survey", 0.1, 0.0, None) is None
+    ledger.reserve("a1", "survey", {"query": "count"}, 0.1, 0.0)
+    assert ledger.refusal("a1", "survey", 0.2, 0.0, None) is None  # 0.1 + 0.2 fits 0.3
+    ledger.reserve("a1", "survey", {"query": "count"}, 0.2, 0.0)
+    over = ledger.refusal("a1", "survey", 1e-12, 0.0, None)
+    assert over is not None and over.short == (("epsilon", 1e-12, 0.0),)
+    with pytest.raises(BudgetExceededError, match="epsilon="):
+        ledger.reserve("a1", "survey", {"query": "count"}, 1e-12, 0.0)
+    ledger.add_principal("a2", "bob", "analyst", "sha256:y")
+    ledger.set_budget("a2", "survey", 1.0, 1e-7)
+    short = ledger.refusal("a2", "survey", 0.1, 1e-6, None)
+    assert short is not None and [r for r, _, _ in short.short] == ["delta"]
+    assert "remaining delta 1e-07 < price 1e-06" in short.would()
+    ledger.set_budget("a2", "survey", 0.0, 0.0, rho=0.5)  # a budget in ρ refuses δ > 0
+    assert "no lossless conversion" in ledger.refusal("a2", "survey", 0.1, 1e-6, None).would()
+    assert ledger.refusal("nobody", "survey", 0.1, 0.0, None) is not None

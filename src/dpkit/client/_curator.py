@@ -42,6 +42,14 @@ class Quote(dict[str, Any]):
 
     >>> Quote({"epsilon": None, "delta": 0.0, "rho": 0.05})
     Quote(rho=0.05)
+
+    When the analyst's remaining budget would refuse the query now, the service says so (the
+    dry run is still free) and the quote shows it:
+
+    >>> Quote({"epsilon": 0.4, "delta": 0.0, "rho": 0.08, "would_be_refused": {
+    ...     "message": "would be refused: remaining epsilon 0.1 < price 0.4",
+    ...     "exhausted": ["epsilon"]}})
+    Quote(epsilon=0.4, delta=0, rho=0.08; would be refused: remaining epsilon 0.1 < price 0.4)
     """
 
     @property
@@ -50,7 +58,16 @@ class Quote(dict[str, Any]):
         acc = self.get("accuracy")
         return None if acc is None else acc.get("half_width")
 
+    @property
+    def would_be_refused(self) -> str | None:
+        """Why a real request would be refused now (the exhausted resource, what is left and
+        the price), or ``None`` if it fits the remaining budget."""
+        refused = self.get("would_be_refused")
+        return None if refused is None else str(refused.get("message"))
+
     def __repr__(self) -> str:
+        refused = self.would_be_refused
+        tail = ")" if refused is None else f"; {refused})"
         parts = []
         if self.get("epsilon") is not None:
             parts.append(f"epsilon={self.get('epsilon', 0):g}, delta={self.get('delta', 0):g}")
@@ -59,7 +76,7 @@ class Quote(dict[str, Any]):
         text = "Quote(" + ", ".join(parts)
         acc = self.get("accuracy")
         if acc is None:
-            return text + ")"
+            return text + tail
         text += ", " if parts else ""
         level = f"{100 * (1 - float(acc.get('alpha', 0.05))):g}%"
         h = acc.get("half_width")
@@ -68,7 +85,7 @@ class Quote(dict[str, Any]):
         elif isinstance(h, dict) and h:  # a table: one half-width per output column
             cells = ", ".join(f"{k} +/- {v:.4g}" for k, v in h.items())
             text += f"{level} noise intervals: {cells}"
-        return text + ")"
+        return text + tail
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,9 @@ parameters only) and computes each output cell's noise half-width the way
 :func:`~dpkit.frame._finish.finish` computes the released intervals, so a cell's accuracy is its
 released interval's half-width (count, distinct units, sum, histogram bins: exactly; a mean at a
 stated public group size: the interval of a release whose noisy count comes out at that size).
-A variance or standard deviation at a stated group size gets a bound on its error that holds for
-every group of that size (worst case over the group's private mean, as
-``dpkit.stats.accuracy`` gives for ``var``).
+A variance or standard deviation at a stated group size gets the half-width that holds for
+every group of that size (worst case over the group's private mean and mean square, from the
+joint law of its three noises, as ``dpkit.stats.accuracy`` gives for ``var`` with a private n).
 
 Quantile cells get a rank error at leaf resolution (``{name}_rank``, in rows, see
 :func:`_tree_rank_error`): their error in value depends on how densely the rows fill the leaves,
@@ -21,7 +21,8 @@ from collections.abc import Sequence
 
 from dpkit.errors import PrivacyParameterError
 from dpkit.frame._aggs import Aggregation
-from dpkit.frame._calibrate import NoisePlan
+from dpkit.frame._calibrate import MeasureNoise, NoisePlan
+from dpkit.stats._accuracy_var_count import CountLaw, NoiseLaw, private_n_var_error
 
 __all__ = ["cell_accuracy", "kept_from"]
 
@@ -48,19 +49,25 @@ def _var_bound(plan: NoisePlan, agg: Aggregation, alpha: float, n: float) -> flo
 
     :func:`~dpkit.frame._finish._estimates` releases ``h² · clip(clip(S₂/N, 0, 1) −
     clip(S₁/N, −1, 1)², 0, 1)`` from the normalised sums ``S₁ = Σu`` (``u ∈ [−1, 1]``),
-    ``S₂ = Σu²`` and the count ``N``. With each within its half-width at ``alpha/3`` and
-    ``D = n − H_N > 0``: ``|S₁/N − a| ≤ e₁ = (H₁ + H_N)/D``, ``|S₂/N − b| ≤ e₂ = (H₂ + H_N)/D``;
-    the clips are projections onto sets holding the exact values, so the released variance is
-    within ``h²·min(1, e₂ + 2e₁)`` of the exact one, and the standard deviation within the
-    square root of that.
+    ``S₂ = Σu²`` and the noisy count ``N``: the smallest ``w`` that the joint law of the three
+    noises keeps the release within, whatever the group's private mean and mean square
+    (:func:`~dpkit.stats._accuracy_var_count.private_n_var_error`, with the estimator's clips),
+    capped at ``h²`` (the release and the exact variance both lie in ``[0, h²]``). The standard
+    deviation's error is at most the square root of the variance's.
     """
     assert agg.bounds is not None
-    h_1, h_2, h_n = (plan.of(m).half_width(alpha / 3) for m in agg.measures())
+    s1, s2, rows = (plan.of(m) for m in agg.measures())
+    count = CountLaw(rows.kind, float(rows.scale), rows.unit, 0.0)
+    err = private_n_var_error(_law(s1), _law(s2), count, n, 1.0, 0.0, alpha, 0, clip=True)
     half = agg.bounds[1] / 2 - agg.bounds[0] / 2
-    low = n - h_n
-    share = 1.0 if low <= 0 else min(1.0, (h_2 + h_n) / low + 2.0 * (h_1 + h_n) / low)
-    w = half * half * share
+    w = half * half * min(1.0, err)
     return math.sqrt(w) if agg.stat == "std" else w
+
+
+def _law(m: MeasureNoise) -> NoiseLaw:
+    # rows are rounded to the fixed-point grid stochastically (unbiased, far below the noise;
+    # as in the released intervals), so no rounding term
+    return NoiseLaw(m.kind, m.real_scale, 0.0)
 
 
 def _tree_rank_error(plan: NoisePlan, agg: Aggregation, alpha: float, q: float) -> float:

@@ -38,9 +38,10 @@ class Explanation:
         The released ``{name}_lo``/``{name}_hi`` of counts, distinct units, sums and histogram
         bins are exactly the value ± this. A mean's interval depends on its noisy count: give
         ``expected_n`` (a public guess of the rows per group) to see it at that size. With
-        ``expected_n``, variances and standard deviations get a bound on ``|released − exact|``
-        that holds with probability ``1 − alpha`` for every group of that size (worst case over
-        its mean: conservative). A quantile ``{name}`` gets ``{name}_rank``: a rank error in
+        ``expected_n``, variances and standard deviations get the smallest bound on
+        ``|released − exact|`` that holds with probability ``1 − alpha`` for every group of that
+        size (from the joint law of their three noises, worst case over the group's mean and
+        mean square). A quantile ``{name}`` gets ``{name}_rank``: a rank error in
         rows, at the resolution of its tree's leaves (the exact ``q·n``-th row lies within that
         many rows of the released leaf); its error in value depends on how densely the rows
         fill the leaves (private). Public parameters only; charges nothing.
@@ -66,9 +67,16 @@ class Explanation:
                 f"{mn.l2 * mn.unit:.6g}, {kind} = {mn.real_scale:.6g} (sd {mn.sd:.6g})"
             )
         cells = self.accuracy(0.05)
-        if cells:
+        # a mean's, variance's or standard deviation's interval depends on its group's size,
+        # which is private: named, with how to see it at a public guess of that size
+        sized = [a.alias for a in self.aggs if a.stat in ("mean", "var", "std")]
+        if cells or sized:
             lines.append("Accuracy (95% of the noise within, per released key):")
             lines += [f"  {name}: +/- {h:.4g}" for name, h in cells.items()]
+            lines += [
+                f"  {name}: depends on the group's size; see accuracy(expected_n=...)"
+                for name in sized
+            ]
         if self.plan.selection is not None:
             sel = self.plan.selection
             lines.append(

@@ -19,7 +19,8 @@ from typing import Any
 
 from dpkit.accounting import Neighbouring
 from dpkit.accounting._relation import check_relation
-from dpkit.errors import BudgetExceededError, DataError, DPKitError, PrivacyParameterError
+from dpkit.errors import DataError, DPKitError, PrivacyParameterError
+from dpkit.server._fits import Refusal, check_fits, price_in
 from dpkit.server._json import canonical
 from dpkit.server._sql import cost_units, from_units
 
@@ -119,29 +120,6 @@ keep to one relation, checked as the library's accountants check theirs
 (:func:`dpkit.accounting._relation.check_relation`)."""
 
 
-_NO_RHO = (
-    "{whose} is in zero-concentrated DP (rho); a request with delta > 0 "
-    "has no lossless conversion to rho, so it is refused. Ask with rho= (Gaussian noise) or "
-    "with delta=0 (pure epsilon-DP, charged rho = epsilon^2/2). Nothing was charged or released."
-)
-_NO_EPSILON = (
-    "{whose} is in (epsilon, delta); a rho request is paid there as "
-    "(epsilon(delta), delta): give delta with rho. Nothing was charged or released."
-)
-
-
-def _price_in(row_rho: int | None, a: Ask, whose: str) -> tuple[int, int, int]:
-    """What ``a`` costs a budget row, as (ε, δ, ρ) units: its ρ price on a ρ budget
-    (``row_rho`` not ``None``), its (ε, δ) price otherwise; refused where it has none."""
-    if row_rho is not None:
-        if a.ru is None:
-            raise PrivacyParameterError(_NO_RHO.format(whose=whose))
-        return 0, 0, a.ru
-    if a.eu is None:
-        raise PrivacyParameterError(_NO_EPSILON.format(whose=whose))
-    return a.eu, a.du, 0
-
-
 _UPDATE_FROM = sqlite3.sqlite_version_info >= (3, 33, 0)
 """Whether this SQLite has ``UPDATE … FROM`` (3.33, 2020)."""
 
@@ -207,6 +185,36 @@ class ChargeBatches:
     def _sql(self, sql: str) -> str:  # pragma: no cover - overridden
         raise NotImplementedError
 
+    def _exec(self, sql: str, args: Sequence[Any] = ()) -> Any:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def refusal(
+        self,
+        analyst: str,
+        dataset: str,
+        epsilon: float | None,
+        delta: float,
+        rho: float | None,
+    ) -> Refusal | None:
+        """The refusal a charge of this price would meet now (``None``: it fits), for a dry run:
+        two reads without locks, checked by :func:`check_fits` (the charge's own arithmetic).
+        Advisory: other charges may land between this and a real request."""
+        a = ask(analyst, dataset, {}, epsilon, delta, None, None, rho=rho)
+        d = self._exec(
+            "SELECT total_epsilon, total_delta, spent_epsilon, spent_delta, version, "
+            "total_rho, spent_rho FROM datasets WHERE name = ?",
+            (dataset,),
+        ).fetchone()
+        b = self._exec(
+            "SELECT epsilon, delta, spent_epsilon, spent_delta, rho, spent_rho FROM budgets "
+            "WHERE analyst = ? AND dataset = ?",
+            (analyst, dataset),
+        ).fetchone()
+        if d is None or b is None:
+            return Refusal(NoBudgetError("you have no budget on a dataset of that name."))
+        fits = check_fits(a, d, b)
+        return fits if isinstance(fits, Refusal) else None
+
     def _reserve_many(self, conn: Any, asks: list[Ask]) -> list[Charge | DPKitError]:
         """Charge a batch of requests in order: each is refused or charged as if alone, after
         the ones before it. Nothing is written for a refused one (its error is returned)."""
@@ -270,7 +278,7 @@ class ChargeBatches:
                   + ", ".join(["(?, ?, ?, ?, ?, ?, ?, 'reserved', ?, ?, ?)"] * len(chunk))),
                 [v for r in chunk for v in (*r[:8], self.owner, r[9])],
             )  # fmt: skip
-        # What each row is charged, in its own unit (:func:`_price_in`): ρ rows add ρ exactly.
+        # What each row is charged, in its own unit (:func:`price_in`): ρ rows add ρ exactly.
         spent_ds: dict[str, list[int]] = {}
         spent_b: dict[tuple[str, str], list[int]] = {}
         for r in rows:
@@ -279,7 +287,7 @@ class ChargeBatches:
                 (spent_b.setdefault(r[1:3], [0, 0, 0]), bud[r[1:3]]),
             ):
                 rho_col = None if row is None else row[-2]
-                for i, v in enumerate(_price_in(rho_col, _stored(r), "")):
+                for i, v in enumerate(price_in(rho_col, _stored(r), "")):
                     total[i] += v
         for name, (e, d, p) in sorted(spent_ds.items()):
             conn.execute(
@@ -343,36 +351,10 @@ class ChargeBatches:
             raise NoBudgetError("you have no budget on a dataset of that name.")
         held = None if rel is None else rel.get(a.dataset)
         relation = check_relation(held, a.neighbouring)  # (refused: nothing changed)
-        # Each row pays in its own unit; a price it cannot pay losslessly is refused.
-        eu, du, ru = _price_in(b[4], a, "your budget on this dataset")
-        de, dd, dr = _price_in(d[5], a, "this dataset's total budget")
-        if ru and b[5] + ru > b[4]:
-            raise BudgetExceededError(
-                f"the query costs rho={from_units(ru):.6g} but your budget on this dataset has "
-                f"rho={from_units(b[4] - b[5]):.6g} left. Nothing was charged or released.",
-                requested={"rho": from_units(ru)},
-                remaining={"rho": from_units(b[4] - b[5])},
-            )
-        if dr and d[6] + dr > d[5]:
-            raise BudgetExceededError(
-                "the dataset's total rho budget (shared by all analysts) would be exceeded by "
-                "this query. Nothing was charged or released.",
-                requested={"rho": from_units(dr)},
-            )
-        if b[2] + eu > b[0] or b[3] + du > b[1]:
-            raise BudgetExceededError(
-                f"the query costs epsilon={from_units(eu):.6g}, delta={from_units(du):.3g} but "
-                f"your budget on this dataset has epsilon={from_units(b[0] - b[2]):.6g}, "
-                f"delta={from_units(b[1] - b[3]):.3g} left. Nothing was charged or released.",
-                requested=(from_units(eu), from_units(du)),
-                remaining=(from_units(b[0] - b[2]), from_units(b[1] - b[3])),
-            )
-        if d[2] + de > d[0] or d[3] + dd > d[1]:
-            raise BudgetExceededError(
-                "the dataset's total budget (shared by all analysts) would be exceeded by this "
-                "query. Nothing was charged or released.",
-                requested=(from_units(de), from_units(dd)),
-            )
+        fits = check_fits(a, d, b)
+        if isinstance(fits, Refusal):
+            raise fits.error  # (nothing changed)
+        eu, du, ru, de, dd, dr = fits
         b[2], b[3], b[5] = b[2] + eu, b[3] + du, b[5] + ru
         d[2], d[3], d[6] = d[2] + de, d[3] + dd, d[6] + dr
         if rel is not None and relation is not None:

@@ -155,14 +155,42 @@ def _charge_rows(charges: list[Any], names: dict[str, str] | None) -> list[list[
     return rows
 
 
-def _spent_over_time(charges: list[Any]) -> dict[str, list[tuple[float, float]]]:
-    series: dict[str, list[tuple[float, float]]] = {}
+def _charts(
+    charges: list[Any], owners: dict[Any, tuple[str, dict[str, float]]], key_of: Any
+) -> str:
+    """Spending over time, one chart per resource (ε, δ, ρ) that anything was spent of.
+
+    ``owners``: who pays (a dataset's total, or an analyst's budget on a dataset) -> its label
+    and its totals by unit (ε and δ, or ρ for a budget in zCDP); ``key_of(charge)`` the owner
+    that paid it. A budget in ρ is drawn with what it was charged in ρ."""
+    series: dict[str, dict[str, list[tuple[float, float]]]] = {u: {} for u in _UNITS}
+    totals: dict[str, dict[str, float]] = {u: {} for u in _UNITS}
+    for label, tot in owners.values():
+        for u, t in tot.items():
+            totals[u][label] = t
     for c in charges:
-        if c.status != "refunded" and c.epsilon > 0:
-            series.setdefault(str(c.dataset), []).append((float(c.created), float(c.epsilon)))
-    return series
+        own = owners.get(key_of(c))
+        if c.status == "refunded" or own is None:
+            continue
+        label, tot = own
+        paid = {"ε": c.epsilon, "δ": c.delta, "ρ": c.rho or 0.0}
+        for u in tot:
+            if paid[u] > 0:
+                series[u].setdefault(label, []).append((float(c.created), float(paid[u])))
+    charts = [
+        budget_over_time(series[u], totals[u], height=170, unit=u) for u in _UNITS if series[u]
+    ]
+    return "".join(charts) or '<p class="muted">nothing spent yet</p>'
 
 
+def _units_of(row: dict[str, Any], eps: str, dlt: str, rho: str) -> dict[str, float]:
+    """A budget's totals by unit: ρ for a budget in zCDP, else ε and δ."""
+    if rho in row:
+        return {"ρ": float(row[rho])}
+    return {"ε": float(row[eps]), "δ": float(row[dlt])}
+
+
+_UNITS = ("ε", "δ", "ρ")
 _REFUSALS = ("BudgetExceededError", "PrivacyParameterError", "DataError", "NotFoundError")
 
 
@@ -204,9 +232,25 @@ def dashboard_page(curator: Curator, who: Principal) -> str:
         ]  # fmt: skip
         parts.append("<h2>Datasets</h2>" + _table(
             ["name", "columns", "total (ε or ρ)", "spent", "used"], ds_rows))  # fmt: skip
-        totals = {str(d["name"]): float(d["total_epsilon"]) for d in led.datasets()}
-        spent = _spent_over_time(led.charges(None, 10_000))
-        parts.append("<h2>Budget spent over time</h2>" + budget_over_time(spent, totals))
+        charges = led.charges(None, 10_000)
+        totals = {
+            str(d["name"]): (
+                str(d["name"]),
+                _units_of(d, "total_epsilon", "total_delta", "total_rho"),
+            )
+            for d in led.datasets()
+        }
+        parts.append("<h2>Budget spent over time</h2>"
+                     + _charts(charges, totals, lambda c: str(c.dataset)))  # fmt: skip
+        owners = {
+            (str(b["analyst"]), str(b["dataset"])): (
+                f"{b['name']} · {b['dataset']}",
+                _units_of(b, "epsilon", "delta", "rho"),
+            )
+            for b in led.budgets()
+        }
+        by_budget = _charts(charges, owners, lambda c: (str(c.analyst), str(c.dataset)))
+        parts.append("<h2>Analysts' budgets spent over time</h2>" + by_budget)
         people = [[_e(p["id"]), _e(p["name"]), _e(p["role"])] for p in led.principals()]
         parts.append("<h2>Analysts</h2>" + _table(["id", "name", "role"], people))
         parts.append("<h2>Budgets</h2>" + _table(["analyst", *b_head],
@@ -221,9 +265,12 @@ def dashboard_page(curator: Curator, who: Principal) -> str:
         budgets = led.budgets(who.id)
         mine = _budget_rows(budgets, False)
         parts.append("<h2>Your budgets</h2>" + _table(b_head, mine))
-        totals = {str(b["dataset"]): float(b["epsilon"]) for b in budgets}
-        spent = _spent_over_time(led.charges(who.id, 10_000))
-        parts.append("<h2>Your budget spent over time</h2>" + budget_over_time(spent, totals))
+        mine_by: dict[Any, tuple[str, dict[str, float]]] = {
+            str(b["dataset"]): (str(b["dataset"]), _units_of(b, "epsilon", "delta", "rho"))
+            for b in budgets
+        }
+        spent = _charts(led.charges(who.id, 10_000), mine_by, lambda c: str(c.dataset))
+        parts.append("<h2>Your budget spent over time</h2>" + spent)
         rows = _charge_rows(led.charges(who.id, 50), None)
         parts.append("<h2>Your answers (95% noise intervals unless asked otherwise)</h2>"
                      + _table(ch_head, rows))  # fmt: skip

@@ -100,9 +100,11 @@ def budget_over_time(
     totals: Mapping[str, float],
     width: int = 640,
     height: int = 200,
+    unit: str = "ε",
 ) -> str:
-    """Cumulative ε spent against time, one step line per series (a dataset), with each
-    series' total as a dashed line. ``series``: ``label -> [(time, ε of one charge), ...]``."""
+    """Cumulative spending of one resource (``unit``: ε, δ or ρ) against time, one step line
+    per series (a dataset, or an analyst's budget on one), with each series' total as a dashed
+    line. ``series``: ``label -> [(time, amount of one charge), ...]``."""
     pts = {k: sorted(v) for k, v in series.items() if v}
     if not pts:
         return '<p class="muted">nothing spent yet</p>'
@@ -120,11 +122,12 @@ def budget_over_time(
         return height - down - (height - up - down) * e / top
 
     parts = [
-        f'<svg width="{width}" height="{height}" role="img" aria-label="budget over time">',
+        f'<svg width="{width}" height="{height}" role="img" aria-label="budget over time" '
+        f'data-unit="{_e(unit)}">',
         # crisp axes: a 1-px line drawn on a pixel boundary would be a blurred 2-px one
         f'<line x1="{left}" y1="{y(0):.1f}" x2="{width - right}" y2="{y(0):.1f}" {_AXIS}/>',
         f'<line x1="{left}" y1="{up}" x2="{left}" y2="{y(0):.1f}" {_AXIS}/>',
-        f'<text x="4" y="{up + 10}" font-size="11">ε {top:.3g}</text>',
+        f'<text x="4" y="{up + 10}" font-size="11">{_e(unit)} {top:.3g}</text>',
         f'<text x="4" y="{y(0):.1f}" font-size="11">0</text>',
         f'<text x="{left}" y="{height - 8}" font-size="11">time →</text>',
     ]
@@ -143,6 +146,6 @@ def budget_over_time(
             parts.append(f'<line x1="{left}" y1="{yt:.1f}" x2="{width - right}" y2="{yt:.1f}" '
                          f'stroke="{colour}" stroke-dasharray="4 3"/>')  # fmt: skip
         parts.append(f'<text x="{width - right - 150}" y="{up + 14 * (i + 1)}" font-size="11" '
-                     f'fill="{colour}">{_e(label)}: {total:.3g} spent</text>')  # fmt: skip
+                     f'fill="{colour}">{_e(label)}: {unit} {total:.3g} spent</text>')  # fmt: skip
     parts.append("</svg>")
     return "".join(parts)

@@ -108,6 +108,9 @@ def demo() -> None:
                 print(f"fetched again by id (no charge): mean(age) = {again.value:.2f}")
                 left = c.budget()[0]["remaining_epsilon"]
                 print(f"remaining budget: ε = {left:.2f}")
+                ask = c.query("households", "quantiles", column="income", q=[0.5], epsilon=0.5,
+                              dry_run=True)  # fmt: skip
+                print(f"dry run (free): median(income) {ask.would_be_refused}")
                 try:
                     c.median("households", "income", epsilon=0.5)
                 except dpkit.errors.BudgetExceededError as exc:

@@ -24,6 +24,7 @@ from dpkit.accounting._budget import quoted
 from dpkit.errors import DataError
 from dpkit.noise import NoisePool
 from dpkit.server._auth import Principal
+from dpkit.server._fits import Refusal
 from dpkit.server._ledger import Charge, StaleDatasetError
 from dpkit.server._outcomes import (
     ForbiddenError,
@@ -252,6 +253,11 @@ class QueryPath:
                 # the noise half-width at the request's alpha, from public parameters only
                 quote["accuracy"] = {"alpha": params.get("alpha", 0.05),
                                      "half_width": prepared.half_width}  # fmt: skip
+            # what a real request would meet now, by the charge's own arithmetic (nothing is
+            # charged; the analyst's own budget, and only whether the shared total would run out)
+            refused = cur.ledger.refusal(who.id, schema.name, eps_price, prepared.delta, rho)
+            if refused is not None:
+                quote["would_be_refused"] = _would(refused)
             return quote
         if dummy:
             answer = prepared.compute(dummy_tab, None, meter_of(prepared))
@@ -317,3 +323,15 @@ class QueryPath:
         if charge is None or (who.role != "admin" and charge.analyst != who.id):
             raise NotFoundError("no result with that id.")
         return result_json(charge)
+
+
+def _would(refused: Refusal) -> dict[str, Any]:
+    """A dry run's warning: the line to show and the resources that run out."""
+    out: dict[str, Any] = {"message": refused.would()}
+    if refused.short:
+        out["exhausted"] = [r for r, _, _ in refused.short]
+        out["remaining"] = {r: left for r, _, left in refused.short}
+        out["price"] = {r: p for r, p, _ in refused.short}
+    else:
+        out["exhausted"] = [] if refused.shared is None else [f"dataset total {refused.shared}"]
+    return out

@@ -55,9 +55,10 @@ def accuracy(
       ``ci(alpha)``, exactly; the mean with ``expected_n``: that of a release whose noisy count
       comes out at ``expected_n``;
     * var, std, cov: a bound ``w`` with ``P(|released − exact| ≤ w) ≥ 1 − alpha`` for **every**
-      dataset of n records within the bounds (worst case over the private mean, Bonferroni over
-      the noisy parts): conservative, in the statistic's units, ``inf`` if the noisy count may
-      come out at 0;
+      dataset of n records within the bounds (worst case over the private mean; for var and std
+      the smallest such ``w`` under the joint law of the noisy parts, the count's included when
+      n is private; for cov a Bonferroni split over them), in the statistic's units, ``inf`` if
+      the noisy count may come out at 0;
     * quantile, median: a **rank error**, in records: with probability at least ``1 − alpha``
       the released value's score ``|(1 − q)·#{x < v} − q·#{x > v}|`` is within this many of the
       best (for data without ties: its rank is within it, plus one, of ``q·n``), from the

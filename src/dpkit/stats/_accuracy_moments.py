@@ -23,10 +23,11 @@ import math
 import numpy as np
 
 from dpkit.stats._accuracy_var import known_n_var_error
+from dpkit.stats._accuracy_var_count import CountLaw, NoiseLaw, private_n_var_error
 from dpkit.stats._bivariate import cov_parts, cov_plan
 from dpkit.stats._common import normalise
 from dpkit.stats._moments import var_plan
-from dpkit.stats._noisy import Plan
+from dpkit.stats._noisy import PartNoise, Plan
 from dpkit.stats._quantile import _grid_data, quantile_grid
 
 __all__ = ["cov_bound", "quantile_rank_error", "var_bound"]
@@ -71,38 +72,43 @@ def var_bound(
     records within ``bounds`` (the variance or standard deviation of the clamped data).
 
     Normalised records ``u ∈ [−A, A]`` (``A ≈ 1``) give ``v = b + 1/2 − a²`` with ``a = Σu/n``
-    and ``b = Σ(u² − 1/2)/n``; with noisy sums within ``H_1, H_2`` and, when n is not public, a
-    noisy count ``N`` within ``H_n`` of n (``D = n − H_n``):
+    and ``b = Σ(u² − 1/2)/n``. In both cases the smallest ``w`` with ``P(|v̂ − v| ≤ w) ≥ 1 −
+    alpha`` whatever the private ``a`` (and ``b``), from the joint law of the noises, with no
+    Bonferroni split between them:
 
-    * known n: the smallest ``w`` with ``P(|v̂ − v| ≤ w) ≥ 1 − alpha`` whatever the private
-      mean, from the joint law of the two noises (:mod:`dpkit.stats._accuracy_var`; no
-      Bonferroni split);
-    * unknown n: ``|S_2/N − b| ≤ (H_2 + B·H_n)/D`` and ``|S_1/N − a| ≤ e = (H_1 + A·H_n)/D``, so
-      ``|v̂ − v| ≤ (H_2 + B·H_n)/D + e(2A + e)`` (``B = max(1/2, A² − 1/2)``).
+    * known n: the two sums' noises (:mod:`dpkit.stats._accuracy_var`);
+    * unknown n: the two sums' and the count's, the ddof factor taken at the noisy count as
+      the release takes it (:mod:`dpkit.stats._accuracy_var_count`); ``inf`` when the noisy
+      count may come out at or below ``ddof`` (n too small for ε).
 
     Truncation at 0 only brings the estimate nearer (the variance is ≥ 0). The standard
     deviation's error is at most the square root of the variance's (``|√x − √y| ≤ √|x − y|``).
-    ``inf`` when the noisy count may come out at 0 (n too small for ε).
     """
     lo, hi = bounds
     pl, _ = var_plan(bounds, epsilon, delta, replace, known)
     _, ulo, uhi = normalise(np.empty(0), bounds)
     big_a = max(abs(ulo), abs(uhi))
-    big_b = max(0.5, big_a * big_a - 0.5)
-    (h1, h2), h_n = _count_share(pl, known, alpha)
     size = float(n)
     if known:
         # the exact joint law of the two noises, worst case over the private mean
         err = known_n_var_error(pl.parts[0], pl.parts[1], size, big_a, alpha)
+        err = _ddof_bound(err, big_a * big_a, size, 0.0, ddof)
     else:
-        low = size - h_n
-        if low < 1.0:
-            return math.inf
-        e = (h1 + big_a * h_n) / low
-        err = (h2 + big_b * h_n) / low + e * (2.0 * big_a + e)
-    scale = ((hi - lo) / 2) ** 2
-    w = scale * _ddof_bound(err, big_a * big_a, size, h_n, ddof)
+        # the joint law of the three noises, the count's included (ddof with the noisy count)
+        s1, s2, cnt = pl.parts
+        err = private_n_var_error(
+            _law(s1), _law(s2), _count_law(cnt), size, big_a, 0.5, alpha, ddof
+        )
+    w = ((hi - lo) / 2) ** 2 * err
     return math.sqrt(w) if statistic == "std" else w
+
+
+def _law(p: PartNoise) -> NoiseLaw:
+    return NoiseLaw(p.kind, p.real_scale, 0.5 * p.unit if p.shift > 0 else 0.0)
+
+
+def _count_law(p: PartNoise) -> CountLaw:
+    return CountLaw(p.kind, float(p.scale), p.unit, 0.5 * p.unit if p.shift > 0 else 0.0)
 
 
 def cov_bound(
