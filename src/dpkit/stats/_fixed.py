@@ -7,9 +7,9 @@ underestimation of sensitivity in differentially private libraries"). dpkit maps
 an integer ``t = rint(f(clip(x)) · 2**k)`` by a fixed per-record function, with
 ``|t| ≤ 2**34 + 1``, and adds the integers exactly:
 
-* per block, :func:`fixed_sum` rounds with one addition of a constant and adds the bit patterns
-  as unsigned 64-bit integers, modulo ``2**64``; the block's sum of integers is below ``2**63``
-  in magnitude, so it is recovered exactly (the proof is in its docstring);
+* per block, :func:`fixed_sum` clamps, rounds with one addition of a constant and adds the bit
+  patterns as unsigned 64-bit integers, modulo ``2**64``; the block's sum of integers is below
+  ``2**63`` in magnitude, so it is recovered exactly (the proof is in its docstring);
 * :func:`exact_int_sum` (records already rounded) adds blocks of ``2**18`` integers in float64:
   every partial sum is an integer below ``2**53``, so the sum is exact in any order;
 * block sums are added as Python integers, which cannot overflow.
@@ -43,9 +43,22 @@ VALUE_BITS = 34
 BLOCK = 1 << 18
 """Records per block: ``2**18 · (2**34 + 1) < 2**53``, so a block's float64 sum of integers is exact
 (:func:`exact_int_sum`). :func:`fixed_sum`'s modular sums would allow far larger blocks; 2 MiB
-measured fastest (per-call overhead against cache traffic)."""
+measured fastest (per-call overhead against cache traffic; 2**15 to 2**17 took 3–17% longer)."""
 
-_THREADS_FROM = 1 << 21  # two threads (NumPy releases the GIL) pay off above ~2M records
+_THREADS_FROM = 1 << 21  # several threads (NumPy releases the GIL) pay off above ~2M records
+_MAX_THREADS = 4  # the sum reads memory at a few GB/s per thread: past 4, bandwidth binds
+
+
+def _threads() -> int:
+    """Threads for a large sum: the CPUs this process may run on, at most :data:`_MAX_THREADS`.
+
+    The total is a sum of exact integers, the same for any number of threads.
+    """
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:  # platforms without CPU affinity (macOS, Windows)
+        usable = os.cpu_count() or 1
+    return max(1, min(usable, _MAX_THREADS))
 
 
 def power_exponent(bounds: tuple[float, float]) -> int:
@@ -91,19 +104,22 @@ def _run_blocks(n: int, work: Work) -> int:
     entries.
     """
     size = min(n, BLOCK)  # no larger than needed (small sums)
-    if n < _THREADS_FROM:
+    threads = _threads() if n >= _THREADS_FROM else 1
+    if threads == 1:
         return _blocks(iter(range(0, n, BLOCK)), n, size, work)
-    # Both threads take the next block from one shared queue, so a core slowed by other load
-    # does fewer blocks instead of keeping the other waiting at the end; the total is a sum of
+    # Every thread takes the next block from one shared queue, so a core slowed by other load
+    # does fewer blocks instead of keeping the others waiting at the end; the total is a sum of
     # exact integers, the same whichever thread adds which block.
     queue = _Blocks(n)
-    other = _helper().submit(_blocks, queue, n, size, work)  # NumPy releases the GIL
-    mine = _blocks(queue, n, size, work)
-    # Every block is taken once; when this thread has taken the last one before the helper was
-    # even scheduled (a loaded machine), the helper's task is cancelled rather than waited for.
-    if other.cancel():
-        return mine
-    return mine + other.result()
+    pool = _helper()
+    others = [pool.submit(_blocks, queue, n, size, work) for _ in range(threads - 1)]
+    total = _blocks(queue, n, size, work)  # NumPy releases the GIL in every pass
+    # Every block is taken once; a helper not yet scheduled when this thread took the last one
+    # (a loaded machine) is cancelled rather than waited for.
+    for other in others:
+        if not other.cancel():
+            total += other.result()
+    return total
 
 
 class _Blocks:
@@ -133,11 +149,11 @@ def _blocks(starts: Iterator[int], n: int, size: int, work: Work) -> int:
 
 @lru_cache(maxsize=1)
 def _helper() -> ThreadPoolExecutor:
-    """One worker thread, started on first use and reused (starting threads per call cost ~2 ms).
+    """Worker threads, started on first use and reused (starting threads per call cost ~2 ms).
 
-    It holds no data and no privacy state between calls: only an idle thread.
+    They hold no data and no privacy state between calls: only idle threads.
     """
-    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="dpkit-sum")
+    return ThreadPoolExecutor(max_workers=_MAX_THREADS - 1, thread_name_prefix="dpkit-sum")
 
 
 if hasattr(os, "register_at_fork"):  # a forked child inherits the pool but not its thread
@@ -151,51 +167,53 @@ def fixed_sum(x: FloatArray, bounds: tuple[float, float], k: int, name: str = "x
     ``k`` must satisfy ``max(|L|, |U|) · 2**k ≤ 2**34`` (see :func:`power_exponent`) and lie in
     :data:`K_RANGE`. With ``C = 1.5 · 2**(52 − k)``, per block and whatever the values:
 
-    1. ``z = x + C``: one addition scales and rounds. ``C`` is a normal double whose binade
-       ``[2**(52−k), 2**(53−k))`` has spacing exactly ``2**-k``. For ``x`` in ``[L, U]``,
-       ``|x · 2**k| ≤ 2**34 < 2**51`` keeps the exact sum inside that binade, so IEEE
+    1. ``v = clip(x, L, U)``: a record below ``L`` (above ``U``), ``±inf`` included, becomes the
+       bound; a NaN stays NaN (``clip``, ``maximum`` and ``minimum`` propagate it);
+    2. ``z = v + C``: one addition scales and rounds. ``C`` is a normal double whose binade
+       ``[2**(52−k), 2**(53−k))`` has spacing exactly ``2**-k``. For ``v`` in ``[L, U]``,
+       ``|v · 2**k| ≤ 2**34 < 2**51`` keeps the exact sum inside that binade, so IEEE
        round-to-nearest-even gives ``z = C + t · 2**-k`` with ``t`` the integer nearest
-       ``x · 2**k``, ties to the even one (``C · 2**k = 3 · 2**51`` is even, so ``z`` is an even
-       multiple of ``2**-k`` exactly when ``t`` is even): ``t = rint(x · 2**k)``, with no product
-       ever formed. ``C < 2**970`` keeps ``z`` finite for every finite ``x``, and ``z`` is NaN
-       exactly when ``x`` is; ``±inf`` is a value beyond a bound like any other;
-    2. ``clip(z, Z_L, Z_U)`` with ``Z_L = L + C``, ``Z_U = U + C`` (rounded alike): rounding is
-       monotone, so a record below ``L`` (above ``U``), however large, lands on ``Z_L``
-       (``Z_U``) and every record on ``C + rint(clip(x, L, U) · 2**k) · 2**-k``; a NaN stays
-       NaN;
+       ``v · 2**k``, ties to the even one (``C · 2**k = 3 · 2**51`` is even, so ``z`` is an even
+       multiple of ``2**-k`` exactly when ``t`` is even): ``t = rint(v · 2**k)``, with no product
+       ever formed, and ``C + L``, ``C + U`` are finite (``C < 2**970``, see :data:`K_RANGE`).
+       Rounding is monotone, so clamping first gives the same ``z`` as rounding first and
+       clamping to the rounded bounds ``Z_L = L + C``, ``Z_U = U + C``: every record lands in
+       ``[Z_L, Z_U]``, and ``z`` is NaN exactly when ``x`` is;
     3. a NaN is refused (a missing value has no place in the bounds): ``Z_L > 0``, and the bit
        patterns of positive doubles are ordered like their values, so every clamped record's
        pattern is at most ``bits(Z_U)``, while a NaN's (exponent all ones, any sign) exceeds it:
        ``max(bits) > bits(Z_U)`` exactly when the block holds a NaN;
     4. inside one binade the bit pattern of a double grows by one per spacing step, so the bits
-       of the clamped ``z`` read as an unsigned 64-bit integer are ``bits(C) + t``. Their sum over
-       a block of ``m`` records, modulo ``2**64`` (unsigned NumPy sums wrap, which is defined), is
+       of ``z`` read as an unsigned 64-bit integer are ``bits(C) + t``. Their sum over a block
+       of ``m`` records, modulo ``2**64`` (unsigned NumPy sums wrap, which is defined), is
        ``m · bits(C) + Σ t (mod 2**64)``; as ``|Σ t| ≤ m (2**34 + 1) < 2**63``, ``Σ t`` is the
        residue of ``sum − m · bits(C)`` taken in ``[−2**63, 2**63)``: exact, whatever the order
        of the additions.
 
-    The clamp runs whatever the values (a clamp skipped when every value is in bounds made the
-    running time reveal whether an outlier is present; Jin et al. 2022), and so does every other
-    pass; a NaN is refused after its block (a refusal the caller sees anyway).
+    Four NumPy passes per block, in this order because the first one reads the records from
+    memory and a clamp's comparisons hide behind that wait better than an addition's; the
+    others run on the block in the cache. The clamp runs whatever the values (a clamp skipped
+    when every value is in bounds made the running time reveal whether an outlier is present;
+    Jin et al. 2022), and so does every other pass; a NaN is refused after its block (a refusal
+    the caller sees anyway).
     """
     if not K_RANGE[0] <= k <= K_RANGE[1]:
         raise ValueError(f"fixed_sum needs k in {K_RANGE}, got {k}.")
+    lo, hi = bounds
     magic = math.ldexp(1.5, 52 - k)
     base = int(np.array(magic).view(np.uint64))
-    z_lo, z_hi = bounds[0] + magic, bounds[1] + magic  # rounded as the records are
-
-    # After the clamp every record's z lies in [z_lo, z_hi], positive doubles whose bit patterns
-    # are ordered like their values, so no pattern exceeds top; a NaN survives the clamp (maximum,
-    # minimum and clip propagate it) and its pattern, 0x7FF8… or 0xFFF8… with a sign, exceeds
-    # every finite positive double's. One max over the patterns finds any NaN: a read-only pass,
+    # After the clamp and the addition every record's z lies in [lo + C, hi + C] (rounded as the
+    # records are), positive doubles whose bit patterns are ordered like their values, so no
+    # pattern exceeds top; a NaN's pattern, 0x7FF8… or 0xFFF8… with a sign, exceeds every
+    # finite positive double's. One max over the patterns finds any NaN: a read-only pass,
     # cheaper than writing a flag per record and reading the flags back.
-    top = int(np.array(z_hi).view(np.uint64))
+    top = int(np.array(hi + magic).view(np.uint64))
 
     def work(start: int, stop: int, values: FloatArray) -> int:
         m = stop - start
         z = values[:m]
-        np.add(x[start:stop], magic, out=z)  # NaN stays NaN; ±inf is clamped like 1e308
-        _clamp(z, z_lo, z_hi, z)
+        _clamp(x[start:stop], lo, hi, z)  # NaN stays NaN; ±inf becomes a bound like 1e308
+        np.add(z, magic, out=z)
         bits = z.view(np.uint64)
         total = int(bits.sum())
         if int(bits.max()) > top:
