@@ -190,12 +190,12 @@ def fixed_sum(x: FloatArray, bounds: tuple[float, float], k: int, name: str = "x
        residue of ``sum − m · bits(C)`` taken in ``[−2**63, 2**63)``: exact, whatever the order
        of the additions.
 
-    Four NumPy passes per block, in this order because the first one reads the records from
-    memory and a clamp's comparisons hide behind that wait better than an addition's; the
-    others run on the block in the cache. The clamp runs whatever the values (a clamp skipped
-    when every value is in bounds made the running time reveal whether an outlier is present;
-    Jin et al. 2022), and so does every other pass; a NaN is refused after its block (a refusal
-    the caller sees anyway).
+    Four NumPy passes per block (five on NumPy 1, whose clamp is a maximum and a minimum), in
+    this order because the first one reads the records from memory and a clamp's comparisons
+    hide behind that wait better than an addition's; the others run on the block in the cache.
+    The clamp runs whatever the values (a clamp skipped when every value is in bounds made the
+    running time reveal whether an outlier is present; Jin et al. 2022), and so does every other
+    pass; a NaN is refused after its block (a refusal the caller sees anyway).
     """
     if not K_RANGE[0] <= k <= K_RANGE[1]:
         raise ValueError(f"fixed_sum needs k in {K_RANGE}, got {k}.")
