@@ -179,10 +179,10 @@ def fixed_sum(x: FloatArray, bounds: tuple[float, float], k: int, name: str = "x
        Rounding is monotone, so clamping first gives the same ``z`` as rounding first and
        clamping to the rounded bounds ``Z_L = L + C``, ``Z_U = U + C``: every record lands in
        ``[Z_L, Z_U]``, and ``z`` is NaN exactly when ``x`` is;
-    3. a NaN is refused (a missing value has no place in the bounds): ``Z_L > 0``, and the bit
-       patterns of positive doubles are ordered like their values, so every clamped record's
-       pattern is at most ``bits(Z_U)``, while a NaN's (exponent all ones, any sign) exceeds it:
-       ``max(bits) > bits(Z_U)`` exactly when the block holds a NaN;
+    3. a NaN is refused (a missing value has no place in the bounds): every other record's
+       ``z`` is at most ``Z_U``, and the maximum of a block is NaN when the block holds a NaN
+       (NumPy's ``max`` propagates it), so ``max(z) ≤ Z_U`` fails exactly when the block holds
+       a NaN;
     4. inside one binade the bit pattern of a double grows by one per spacing step, so the bits
        of ``z`` read as an unsigned 64-bit integer are ``bits(C) + t``. Their sum over a block
        of ``m`` records, modulo ``2**64`` (unsigned NumPy sums wrap, which is defined), is
@@ -203,20 +203,18 @@ def fixed_sum(x: FloatArray, bounds: tuple[float, float], k: int, name: str = "x
     magic = math.ldexp(1.5, 52 - k)
     base = int(np.array(magic).view(np.uint64))
     # After the clamp and the addition every record's z lies in [lo + C, hi + C] (rounded as the
-    # records are), positive doubles whose bit patterns are ordered like their values, so no
-    # pattern exceeds top; a NaN's pattern, 0x7FF8… or 0xFFF8… with a sign, exceeds every
-    # finite positive double's. One max over the patterns finds any NaN: a read-only pass,
-    # cheaper than writing a flag per record and reading the flags back.
-    top = int(np.array(hi + magic).view(np.uint64))
+    # records are), and a NaN stays NaN. One max over the block finds any NaN (it propagates, and
+    # NaN <= top is false): a read-only pass, cheaper than writing a flag per record and reading
+    # the flags back, and about a tenth faster on doubles than on their unsigned bit patterns.
+    top = hi + magic
 
     def work(start: int, stop: int, values: FloatArray) -> int:
         m = stop - start
         z = values[:m]
         _clamp(x[start:stop], lo, hi, z)  # NaN stays NaN; ±inf becomes a bound like 1e308
         np.add(z, magic, out=z)
-        bits = z.view(np.uint64)
-        total = int(bits.sum())
-        if int(bits.max()) > top:
+        total = int(z.view(np.uint64).sum())
+        if not float(z.max()) <= top:
             raise _not_finite(name)
         residue = (total - m * base) % _WORD
         return residue - _WORD if residue >= _WORD >> 1 else residue
