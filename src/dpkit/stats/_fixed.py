@@ -156,7 +156,7 @@ def _helper() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=_MAX_THREADS - 1, thread_name_prefix="dpkit-sum")
 
 
-if hasattr(os, "register_at_fork"):  # a forked child inherits the pool but not its thread
+if hasattr(os, "register_at_fork"):  # a forked child inherits the pool but not its threads
     os.register_at_fork(after_in_child=_helper.cache_clear)
 
 
