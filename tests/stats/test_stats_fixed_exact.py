@@ -10,6 +10,8 @@ and payload is refused wherever it lies.
 from __future__ import annotations
 
 import math
+import threading
+from concurrent.futures import Future
 from fractions import Fraction
 
 import numpy as np
@@ -110,3 +112,46 @@ def test_a_nan_of_any_sign_and_payload_is_refused_anywhere(
             mp.setattr(fx, "_clamp", clamp)
             with pytest.raises(DataError, match="missing value"):
                 fixed_sum(arr, bounds, k)
+
+
+class _StalledPool:
+    """A pool whose helper takes a block and is never scheduled again (a loaded machine)."""
+
+    def __init__(self) -> None:
+        self.futures: list[Future[None]] = []
+        self.timers: list[threading.Timer] = []
+
+    def submit(self, fn: object, queue: fx._Blocks, *args: object) -> Future[None]:
+        assert queue.take() is not None  # the helper's block: taken, never computed
+        future: Future[None] = Future()
+        # were the sum to wait for the helper, it would wait this long, then the test fails
+        timer = threading.Timer(30.0, lambda: future.cancel() or future.set_result(None))
+        timer.daemon = True
+        timer.start()
+        self.futures.append(future)
+        self.timers.append(timer)
+        return future
+
+
+@pytest.mark.parametrize("nan_in_the_stalled_block", [False, True])
+def test_a_stalled_helper_is_not_waited_for(nan_in_the_stalled_block: bool) -> None:
+    x = np.random.default_rng(7).uniform(-2.0, 12.0, 101)
+    if nan_in_the_stalled_block:
+        x[0] = np.nan  # in the first block, which the helper takes
+    bounds = (0.0, 10.0)
+    k = power_exponent(bounds)
+    pool = _StalledPool()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fx, "BLOCK", 8)
+        mp.setattr(fx, "_THREADS_FROM", 0)
+        mp.setattr(fx, "_threads", lambda: 2)
+        mp.setattr(fx, "_helper", lambda: pool)
+        if nan_in_the_stalled_block:
+            with pytest.raises(DataError, match="missing value"):
+                fixed_sum(x, bounds, k)
+        else:
+            assert fixed_sum(x, bounds, k) == exact(x.tolist(), bounds, k)
+    for timer in pool.timers:
+        timer.cancel()
+    (future,) = pool.futures
+    assert future.cancelled()  # returned without waiting: the stalled block was done again

@@ -22,6 +22,7 @@ the images of the bounds: every step of ``f`` is monotone, so clamped records ma
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import threading
@@ -108,34 +109,69 @@ def _run_blocks(n: int, work: Work) -> int:
     if threads == 1:
         return _blocks(iter(range(0, n, BLOCK)), n, size, work)
     # Every thread takes the next block from one shared queue, so a core slowed by other load
-    # does fewer blocks instead of keeping the others waiting at the end; the total is a sum of
-    # exact integers, the same whichever thread adds which block.
+    # does fewer blocks instead of keeping the others waiting; the total is a sum of exact
+    # integers, the same whichever thread adds which block.
     queue = _Blocks(n)
     pool = _helper()
-    others = [pool.submit(_blocks, queue, n, size, work) for _ in range(threads - 1)]
-    total = _blocks(queue, n, size, work)  # NumPy releases the GIL in every pass
-    # Every block is taken once; a helper not yet scheduled when this thread took the last one
-    # (a loaded machine) is cancelled rather than waited for.
-    for other in others:
-        if not other.cancel():
-            total += other.result()
-    return total
+    others = [pool.submit(_share, queue, size, work) for _ in range(threads - 1)]
+    values = np.empty(size)
+    try:
+        with np.errstate(invalid="ignore"):  # per thread: see _blocks
+            _share_into(queue, values, work)  # NumPy releases the GIL in every pass
+            # Every block is handed out. One still running on a helper (which other load may
+            # have descheduled in the middle of it) is done again here rather than waited for:
+            # the same integer either way, and the small last blocks make doing it again cheap.
+            # A NaN in a block a helper took is refused here too (its own refusal is dropped).
+            for span in queue.taken():
+                if span not in queue.results:
+                    queue.results.setdefault(span, work(span[0], span[1], values))
+    finally:
+        for other in others:
+            other.cancel()  # a helper not yet started (a loaded machine) need not start
+    return sum(queue.results[span] for span in queue.taken())
 
 
 class _Blocks:
-    """The block starts ``0, BLOCK, 2·BLOCK, … < n``, handed out once each to whichever thread
-    asks (under a lock)."""
+    """The blocks ``(start, stop)`` of ``n`` records, handed out once each to whichever thread
+    asks (under a lock), and the integer of each block once some thread has computed it.
+
+    Blocks of :data:`BLOCK` records, except the last ``4 · BLOCK`` records, cut into blocks of
+    ``BLOCK / 4``: the blocks in flight when the queue runs out are then small, so that doing one
+    again costs little (:func:`_run_blocks`).
+    """
 
     def __init__(self, n: int) -> None:
-        self._starts = iter(range(0, n, BLOCK))
+        tail = max(0, n - 4 * BLOCK)
+        piece = max(1, BLOCK >> 2)
+        head = ((s, min(s + BLOCK, tail)) for s in range(0, tail, BLOCK))
+        last = ((s, min(s + piece, n)) for s in range(tail, n, piece))
+        self._spans = itertools.chain(head, last)
+        self._taken: list[tuple[int, int]] = []
         self._lock = threading.Lock()
+        self.results: dict[tuple[int, int], int] = {}  # setdefault: atomic under the GIL
 
-    def __iter__(self) -> _Blocks:
-        return self
-
-    def __next__(self) -> int:
+    def take(self) -> tuple[int, int] | None:
         with self._lock:
-            return next(self._starts)
+            span = next(self._spans, None)
+            if span is not None:
+                self._taken.append(span)
+            return span
+
+    def taken(self) -> list[tuple[int, int]]:
+        with self._lock:
+            return list(self._taken)
+
+
+def _share(queue: _Blocks, size: int, work: Work) -> None:
+    """A helper thread's part: blocks from the queue until it is empty."""
+    values = np.empty(size)
+    with np.errstate(invalid="ignore"):  # per thread: see _blocks
+        _share_into(queue, values, work)
+
+
+def _share_into(queue: _Blocks, values: FloatArray, work: Work) -> None:
+    while (span := queue.take()) is not None:
+        queue.results.setdefault(span, work(span[0], span[1], values))
 
 
 def _blocks(starts: Iterator[int], n: int, size: int, work: Work) -> int:
