@@ -155,3 +155,24 @@ def test_a_stalled_helper_is_not_waited_for(nan_in_the_stalled_block: bool) -> N
         timer.cancel()
     (future,) = pool.futures
     assert future.cancelled()  # returned without waiting: the stalled block was done again
+
+
+def test_after_a_refusal_a_late_helper_finds_no_more_blocks() -> None:
+    late: list[fx._Blocks] = []
+
+    class Late:  # a helper that starts only after the call has ended
+        def submit(self, fn: object, queue: fx._Blocks, *args: object) -> Future[None]:
+            late.append(queue)
+            return Future()
+
+    x = np.zeros(50)
+    x[3] = np.nan
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fx, "BLOCK", 4)
+        mp.setattr(fx, "_THREADS_FROM", 0)
+        mp.setattr(fx, "_threads", lambda: 2)
+        mp.setattr(fx, "_helper", lambda: Late())
+        with pytest.raises(DataError, match="missing value"):
+            fixed_sum(x, (0.0, 1.0), power_exponent((0.0, 1.0)))
+    (queue,) = late
+    assert queue.take() is None  # the rest of the data is not read after the refusal

@@ -126,6 +126,7 @@ def _run_blocks(n: int, work: Work) -> int:
                 if span not in queue.results:
                     queue.results.setdefault(span, work(span[0], span[1], values))
     finally:
+        queue.close()  # after a refusal, the helpers stop at their current block
         for other in others:
             other.cancel()  # a helper not yet started (a loaded machine) need not start
     return sum(queue.results[span] for span in queue.taken())
@@ -145,7 +146,7 @@ class _Blocks:
         piece = max(1, BLOCK >> 2)
         head = ((s, min(s + BLOCK, tail)) for s in range(0, tail, BLOCK))
         last = ((s, min(s + piece, n)) for s in range(tail, n, piece))
-        self._spans = itertools.chain(head, last)
+        self._spans: Iterator[tuple[int, int]] = itertools.chain(head, last)
         self._taken: list[tuple[int, int]] = []
         self._lock = threading.Lock()
         self.results: dict[tuple[int, int], int] = {}  # setdefault: atomic under the GIL
@@ -156,6 +157,10 @@ class _Blocks:
             if span is not None:
                 self._taken.append(span)
             return span
+
+    def close(self) -> None:
+        with self._lock:
+            self._spans = iter(())
 
     def taken(self) -> list[tuple[int, int]]:
         with self._lock:
