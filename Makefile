@@ -73,7 +73,12 @@ $(SNSQL_VENV)/.installed: benchmarks/requirements-sql.txt
 	$(SNSQL_PY) -m pip install --quiet -r benchmarks/requirements-sql.txt
 	touch $@
 
+# Every script prints its speed targets and appends them to $(BENCH_TARGETS); the last step
+# prints them all in one table, with the rows of issue 21 that no script reported.
+BENCH_TARGETS := build/bench-targets.jsonl
+bench: export DPKIT_BENCH_TARGETS = $(CURDIR)/$(BENCH_TARGETS)
 bench: $(BENCH_VENV)/.installed $(SYNTH_VENV)/.installed $(SNSQL_VENV)/.installed $(VENV)/.installed
+	mkdir -p build && rm -f $(BENCH_TARGETS)
 	for b in benchmarks/[a-z]*.py; do \
 	  [ $$b = benchmarks/release.py ] || [ $$b = benchmarks/sql.py ] || $(BENCH_PY) $$b || exit 1; done
 	PYTHONPATH=src $(SYNTH_PY) benchmarks/release.py
@@ -81,6 +86,7 @@ bench: $(BENCH_VENV)/.installed $(SYNTH_VENV)/.installed $(SNSQL_VENV)/.installe
 	@echo "== core rows again on the project's own NumPy (the newest 2.x that pip gives users) =="
 	PYTHONPATH=src $(PY) benchmarks/noise.py
 	PYTHONPATH=src $(PY) benchmarks/stats.py
+	$(PY) benchmarks/_summary.py $(BENCH_TARGETS)
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) $(SYNTH_VENV) $(SNSQL_VENV) $(DEMO_VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

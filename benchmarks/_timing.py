@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
@@ -74,3 +77,23 @@ def print_targets(rows: list[tuple[str, str, str, str]]) -> None:
         f"load average {load}:"
     )
     print(table(rows, ("work", "target", "measured", "mark")))
+    record_targets(rows)
+
+
+TARGETS_FILE = "DPKIT_BENCH_TARGETS"
+"""Environment variable naming a file that collects every target row (``make bench`` sets it and
+prints them all at the end with ``benchmarks/_summary.py``)."""
+
+
+def record_targets(rows: list[tuple[str, str, str, str]]) -> None:
+    """Append the rows, with the script, NumPy line and load, to ``$DPKIT_BENCH_TARGETS``."""
+    path = os.environ.get(TARGETS_FILE)
+    if not path:
+        return
+    script = Path(sys.argv[0]).name
+    load = os.getloadavg()[0]
+    with open(path, "a", encoding="utf-8") as f:
+        for work, goal, shown, mark in rows:
+            line = {"script": script, "numpy": np.__version__, "load": round(load, 2)}
+            line |= {"work": work, "target": goal, "measured": shown, "mark": mark}
+            f.write(json.dumps(line, ensure_ascii=False) + "\n")

@@ -59,8 +59,8 @@ def test_rounding_records_can_only_move_within_the_bound_images() -> None:
 
 
 def test_large_sums_work_in_a_forked_child() -> None:
-    """The two-core sum reuses a worker thread; a forked child (multiprocessing, pre-forking
-    servers) inherits the pool but not the thread, so it must start a fresh one."""
+    """A large sum reuses worker threads; a forked child (multiprocessing, pre-forking
+    servers) inherits the pool but not the threads, so it must start fresh ones."""
     import multiprocessing
     import warnings
 
@@ -71,7 +71,7 @@ def test_large_sums_work_in_a_forked_child() -> None:
     if "fork" not in multiprocessing.get_all_start_methods():
         pytest.skip("no fork on this platform")
     x = np.random.default_rng(0).uniform(0, 1, 3_000_000)
-    st.sum(x, bounds=(0, 1), epsilon=1.0, rng=0)  # the parent's worker thread now exists
+    st.sum(x, bounds=(0, 1), epsilon=1.0, rng=0)  # the parent's worker threads now exist
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads, Python ≥ 3.12
         ctx = multiprocessing.get_context("fork")

@@ -9,6 +9,7 @@ a "fast path" would do) is told apart from the constant-time one.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import dpkit.stats as st
 from dpkit.stats._fixed import fixed_sum, power_exponent
@@ -19,15 +20,18 @@ BOUNDS = (0.0, 100.0)
 K = power_exponent(BOUNDS)
 
 
-def _neighbours() -> tuple[np.ndarray, np.ndarray]:
+def _neighbours(outlier: float = 1e300) -> tuple[np.ndarray, np.ndarray]:
     x = np.random.default_rng(0).uniform(*BOUNDS, N)
     y = x.copy()
-    y[N // 2] = 1e300  # one record far beyond the upper bound: add/remove neighbours differ in it
+    y[N // 2] = outlier  # one record beyond a bound (by default far above): the neighbours differ
     return x, y
 
 
-def test_fixed_sum_time_does_not_reveal_an_outlier() -> None:
-    x, y = _neighbours()
+# far above the upper bound; -inf, clamped to the lower bound as the block is read; the smallest
+# subnormal, inside the bounds, which reaches the rounding addition as it is
+@pytest.mark.parametrize("outlier", [1e300, -np.inf, 5e-324])
+def test_fixed_sum_time_does_not_reveal_an_outlier(outlier: float) -> None:
+    x, y = _neighbours(outlier)
     p = time_pvalue(lambda: fixed_sum(x, BOUNDS, K), lambda: fixed_sum(y, BOUNDS, K))
     assert p > ALPHA, p
 
