@@ -178,7 +178,11 @@ def test_the_compiled_path_is_taken_for_contiguous_float64(sum_path: str) -> Non
             assert sorted(calls) == [(0, BLOCK), (BLOCK, 2 * BLOCK), (2 * BLOCK, 2 * BLOCK + 5)]
             calls.clear()
             assert fixed_sum(x[::2], (0.0, 1.0), k) == floats(x[::2], (0.0, 1.0), k)
-            assert calls == []
+            raw = np.zeros(8 * x.size + 1, dtype=np.uint8)
+            unaligned = np.frombuffer(raw.data, dtype=np.float64, count=x.size, offset=1)
+            assert not unaligned.flags.aligned
+            assert fixed_sum(unaligned, (0.0, 1.0), k) == 0
+            assert calls == []  # neither a strided view nor an unaligned array reaches the C code
     else:
         assert fx.kernel is None
         assert fixed_sum(x, (0.0, 1.0), k) == floats(x, (0.0, 1.0), k)

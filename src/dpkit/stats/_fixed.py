@@ -278,10 +278,11 @@ def fixed_sum(x: FloatArray, bounds: tuple[float, float], k: int, name: str = "x
     # NaN <= top is false): a read-only pass, cheaper than writing a flag per record and reading
     # the flags back, and about a tenth faster on doubles than on their unsigned bit patterns.
     top = hi + magic
-    # The kernel reads the records in place; it needs them contiguous (a property of the array's
-    # layout, never of its values). It computes each block's integer exactly as `work` below does.
+    # The kernel reads the records in place; it needs them contiguous and aligned (properties of
+    # the array's layout, never of its values). It computes each block's integer exactly as
+    # `work` below does.
     compiled = kernel
-    if compiled is not None and x.dtype == np.float64 and x.flags.c_contiguous:
+    if compiled is not None and x.dtype == np.float64 and x.flags.c_contiguous and x.flags.aligned:
         block_sum = compiled.block_sum
 
         def one_pass(start: int, stop: int, values: FloatArray) -> int:

@@ -29,8 +29,17 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <float.h>
 #include <stdint.h>
 #include <string.h>
+
+/* The rounding addition must round once, to double: with excess precision (x87 arithmetic on
+ * 32-bit x86 without SSE2) v + magic would round twice, first to 64 bits of mantissa, and a tie
+ * could go the other way. Such a build fails here, and the optional extension is skipped. */
+#if (defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD != 0) \
+    || (defined(__i386__) && !defined(__SSE2_MATH__))
+#error "dpkit's compiled sum needs double arithmetic without excess precision"
+#endif
 
 #define EXPONENT 0x7ff0000000000000ULL
 #define ONE_ULP_OF_EXPONENT 0x0010000000000000ULL
