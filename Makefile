@@ -13,7 +13,11 @@ SNSQL_PY := $(SNSQL_VENV)/bin/python
 
 .PHONY: test demo bench lint typecheck pytest docs clean system-deps
 
-$(VENV)/.installed: pyproject.toml
+# setup.py and the C source: the editable install builds the compiled sum in place, so a change
+# to either must rebuild it (a stale module would sum with old code).
+KERNEL := setup.py src/dpkit/stats/_fixedsum.c
+
+$(VENV)/.installed: pyproject.toml $(KERNEL)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
@@ -43,7 +47,7 @@ test: lint typecheck docs pytest
 # The demo has an environment of its own with only what it imports (no Spark, no test tools).
 # It is kept small: no pip inside it (the outer pip installs into it), and no bytecode compiled at
 # install time (Python caches what the demo imports when it first runs).
-$(DEMO_VENV)/.installed: pyproject.toml
+$(DEMO_VENV)/.installed: pyproject.toml $(KERNEL)
 	test -x $(DEMO_PY) || $(PYTHON) -m venv --without-pip $(DEMO_VENV)
 	$(PYTHON) -m pip --python $(DEMO_PY) install --quiet --no-compile -e '.[demo]'
 	touch $@
@@ -52,7 +56,7 @@ demo: $(DEMO_VENV)/.installed
 	MPLBACKEND=Agg $(DEMO_PY) -m dpkit.demo
 
 # Peer libraries pin old NumPy/scikit-learn, so they live in an environment of their own.
-$(BENCH_VENV)/.installed: pyproject.toml benchmarks/requirements.txt
+$(BENCH_VENV)/.installed: pyproject.toml benchmarks/requirements.txt $(KERNEL)
 	test -x $(BENCH_PY) || $(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_PY) -m pip install --quiet --upgrade pip
 	$(BENCH_PY) -m pip install --quiet -r benchmarks/requirements.txt

@@ -112,3 +112,33 @@ def test_console_script_reports_the_version(clean_python: Path) -> None:
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == f"dpkit {__version__}"
+
+
+def test_wheel_ships_the_compiled_sum_and_it_is_used(wheel: Path, clean_python: Path) -> None:
+    # gcc and the Python headers are on the machines that build releases: the wheel carries the
+    # one-pass kernel of the exact sum (and its type stub), and the installed package imports it
+    # and gives the same integer as its NumPy path.
+    names = zipfile.ZipFile(wheel).namelist()
+    built = [n for n in names if n.startswith("dpkit/stats/_fixedsum.")]
+    assert any(n.endswith((".so", ".pyd")) for n in built), built
+    assert "dpkit/stats/_fixedsum.pyi" in names
+    assert "dpkit/stats/_fixedsum.c" not in names  # the source ships in the sdist only
+    code = (
+        "import numpy as np, dpkit.stats._fixed as fx\n"
+        "assert fx.kernel is not None, 'no compiled kernel'\n"
+        "print('FROM', fx.kernel.__file__)\n"
+        "x = np.random.default_rng(0).uniform(-5, 105, 1 << 20)\n"
+        "a = fx.fixed_sum(x, (0.0, 100.0), 27)\n"
+        "fx.kernel = None\n"
+        "assert a == fx.fixed_sum(x, (0.0, 100.0), 27), 'paths differ'\n"
+    )
+    run = subprocess.run(
+        [str(clean_python), "-W", "error", "-c", code],
+        cwd=clean_python.parent,
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    assert str(clean_python.parents[1]) in run.stdout, run.stdout  # the wheel's, not the sources'

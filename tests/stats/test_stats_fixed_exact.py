@@ -3,14 +3,15 @@
 Whatever the bounds (from subnormal to near 2^951) and the records (signed zeros, subnormals,
 ties halfway between two grid steps, values at and next to the bounds, ±inf, the largest
 doubles), ``fixed_sum`` must equal ``Σ round(Fraction(clip(x)) · 2^k)`` (half to even) exactly,
-with either clamp, in blocks of any size and on any number of threads; and a NaN of any sign
-and payload is refused wherever it lies.
+with either clamp, in blocks of any size and on any number of threads, on the compiled one-pass
+kernel and on the NumPy path; and a NaN of any sign and payload is refused wherever it lies.
 """
 
 from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Iterator
 from concurrent.futures import Future
 from fractions import Fraction
 
@@ -25,6 +26,17 @@ from dpkit.stats._fixed import K_RANGE, fixed_sum, power_exponent
 
 HUGE = float(np.finfo(np.float64).max)
 CLAMPS = (fx._clamp_one_pass, fx._clamp_two_passes)
+COMPILED = fx.kernel
+
+
+@pytest.fixture(scope="module", params=["compiled", "numpy"], autouse=True)
+def sum_path(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test of this file runs on the compiled one-pass kernel and on the NumPy path."""
+    if request.param == "compiled" and COMPILED is None:
+        pytest.skip("the compiled kernel was not built (no C compiler at install)")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fx, "kernel", COMPILED if request.param == "compiled" else None)
+        yield str(request.param)
 
 
 def exact(x: list[float], bounds: tuple[float, float], k: int) -> int:

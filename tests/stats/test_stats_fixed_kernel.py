@@ -1,5 +1,6 @@
 """The fixed-point summing kernel (one addition rounds, bit patterns summed modulo 2^64) against
-straightforward references, on adversarial data, block boundaries and both clamp paths."""
+straightforward references, on adversarial data and block boundaries, on every path: the compiled
+one-pass kernel and NumPy's passes with either clamp."""
 
 from __future__ import annotations
 
@@ -18,10 +19,20 @@ TINY = 5e-324  # the smallest subnormal
 HUGE = np.finfo(np.float64).max
 
 
-@pytest.fixture(params=["one_pass", "two_passes"], autouse=True)
-def clamp_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    # Each NumPy major version uses one of the two clamps; run both whatever NumPy is installed.
-    monkeypatch.setattr(fx, "_clamp", getattr(fx, f"_clamp_{request.param}"))
+COMPILED = fx.kernel
+
+
+@pytest.fixture(params=["compiled", "one_pass", "two_passes"], autouse=True)
+def sum_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    # The compiled one-pass kernel where it was built, else NumPy: run every path whatever is
+    # installed. Each NumPy major version uses one of the two clamps.
+    if request.param == "compiled":
+        if COMPILED is None:
+            pytest.skip("the compiled kernel was not built (no C compiler at install)")
+        monkeypatch.setattr(fx, "kernel", COMPILED)
+    else:
+        monkeypatch.setattr(fx, "kernel", None)
+        monkeypatch.setattr(fx, "_clamp", getattr(fx, f"_clamp_{request.param}"))
     yield str(request.param)
 
 
@@ -144,3 +155,56 @@ def test_a_signalling_nan_is_refused_with_data_error_not_a_warning(where: int) -
     assert math.isnan(x[where])
     with pytest.raises(DataError, match="missing value"):
         fixed_sum(x, (0.0, 1.0), power_exponent((0.0, 1.0)))
+
+
+def test_the_compiled_path_is_taken_for_contiguous_float64(sum_path: str) -> None:
+    # The switch is real: with the kernel in use every block of a contiguous array goes through
+    # it (and none of a strided view, which NumPy sums); with it off, none does.
+    calls: list[tuple[int, int]] = []
+    inner = COMPILED
+
+    class Counting:
+        @staticmethod
+        def block_sum(x: object, start: int, stop: int, *rest: float) -> tuple[int, bool]:
+            calls.append((start, stop))
+            return inner.block_sum(x, start, stop, *rest)  # type: ignore[union-attr,no-any-return]
+
+    x = np.random.default_rng(3).uniform(-1.0, 2.0, 2 * BLOCK + 5)
+    k = power_exponent((0.0, 1.0))
+    if sum_path == "compiled":
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(fx, "kernel", Counting())
+            assert fixed_sum(x, (0.0, 1.0), k) == floats(x, (0.0, 1.0), k)
+            assert sorted(calls) == [(0, BLOCK), (BLOCK, 2 * BLOCK), (2 * BLOCK, 2 * BLOCK + 5)]
+            calls.clear()
+            assert fixed_sum(x[::2], (0.0, 1.0), k) == floats(x[::2], (0.0, 1.0), k)
+            raw = np.zeros(8 * x.size + 1, dtype=np.uint8)
+            unaligned = np.frombuffer(raw.data, dtype=np.float64, count=x.size, offset=1)
+            assert not unaligned.flags.aligned
+            assert fixed_sum(unaligned, (0.0, 1.0), k) == 0
+            assert calls == []  # neither a strided view nor an unaligned array reaches the C code
+    else:
+        assert fx.kernel is None
+        assert fixed_sum(x, (0.0, 1.0), k) == floats(x, (0.0, 1.0), k)
+
+
+@pytest.mark.skipif(COMPILED is None, reason="the compiled kernel was not built")
+def test_the_compiled_block_sum_refuses_a_bad_buffer_or_range() -> None:
+    magic = math.ldexp(1.5, 52 - 34)
+    base = int(np.array(magic).view(np.uint64))
+    block_sum = COMPILED.block_sum  # type: ignore[union-attr]
+    with pytest.raises(TypeError, match="float64"):
+        block_sum(np.zeros(4, dtype=np.float32), 0, 4, 0.0, 1.0, magic, base)
+    with pytest.raises(IndexError, match="out of range"):
+        block_sum(np.zeros(4), 2, 5, 0.0, 1.0, magic, base)
+    with pytest.raises(IndexError, match="out of range"):
+        block_sum(np.zeros(4), 3, 2, 0.0, 1.0, magic, base)
+    assert block_sum(np.zeros(4), 1, 1, 0.0, 1.0, magic, base) == (0, False)  # an empty block
+
+
+def test_bounds_must_be_finite_and_ordered() -> None:
+    # A guard for callers (which validate bounds first): an infinite bound has no grid.
+    x = np.ones(3)
+    for bounds in [(0.0, math.inf), (-math.inf, 0.0), (1.0, 0.0), (math.nan, 1.0)]:
+        with pytest.raises(ValueError, match="finite bounds"):
+            fixed_sum(x, bounds, 0)

@@ -9,7 +9,9 @@ an integer ``t = rint(f(clip(x)) · 2**k)`` by a fixed per-record function, with
 
 * per block, :func:`fixed_sum` clamps, rounds with one addition of a constant and adds the bit
   patterns as unsigned 64-bit integers, modulo ``2**64``; the block's sum of integers is below
-  ``2**63`` in magnitude, so it is recovered exactly (the proof is in its docstring);
+  ``2**63`` in magnitude, so it is recovered exactly (the proof is in its docstring). A small C
+  extension (``_fixedsum.c``) does a block's work in one pass over the records; where it could not
+  be built, NumPy does the same operations in four passes, with the same result;
 * :func:`exact_int_sum` (records already rounded) adds blocks of ``2**18`` integers in float64:
   every partial sum is an integer below ``2**53``, so the sum is exact in any order;
 * block sums are added as Python integers, which cannot overflow.
@@ -29,12 +31,30 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
+from typing import Protocol
 
 import numpy as np
 
 from dpkit._missing import missing_error
 from dpkit.errors import DataError
 from dpkit.stats._data import FloatArray
+
+
+class _Kernel(Protocol):
+    def block_sum(
+        self, x: object, start: int, stop: int, lo: float, hi: float, magic: float, base: int, /
+    ) -> tuple[int, bool]: ...
+
+
+# `kernel`: the compiled one-pass block sum (_fixedsum.c), or None for the NumPy path (the same
+# integers, in four passes). Read on every call of fixed_sum, so that setting it to None forces
+# the NumPy path: the tests run both. It is absent where the install found no C compiler.
+try:
+    from dpkit.stats import _fixedsum as _compiled
+
+    kernel: _Kernel | None = _compiled
+except ImportError:  # pragma: no cover - an install that could not build it
+    kernel = None
 
 __all__ = ["BLOCK", "K_RANGE", "VALUE_BITS", "exact_int_sum", "fixed_sum", "power_exponent"]
 
@@ -231,7 +251,15 @@ def fixed_sum(x: FloatArray, bounds: tuple[float, float], k: int, name: str = "x
        residue of ``sum − m · bits(C)`` taken in ``[−2**63, 2**63)``: exact, whatever the order
        of the additions.
 
-    Four NumPy passes per block (five on NumPy 1, whose clamp is a maximum and a minimum), in
+    The compiled kernel (``kernel``, from ``_fixedsum.c``) does steps 1–4 in one pass over
+    each block of a contiguous float64 array, with the same float operations in the same order
+    (the clamp keeps a NaN, as NumPy's does), the same modular sum of bit patterns and the same
+    residue, so it returns the same integer; its NaN test reads the exponent field of each ``z``
+    (all ones exactly when ``z`` is NaN, as ``z`` is otherwise finite), accumulated with integer
+    operations: no branch on a value. It releases the GIL, so threads share the blocks as below.
+
+    Otherwise (no compiler at install, or a strided view): four NumPy passes per block (five on
+    NumPy 1, whose clamp is a maximum and a minimum), in
     this order because the first one reads the records from memory and a clamp's comparisons
     hide behind that wait better than an addition's; the others run on the block in the cache.
     The clamp runs whatever the values (a clamp skipped when every value is in bounds made the
@@ -241,6 +269,8 @@ def fixed_sum(x: FloatArray, bounds: tuple[float, float], k: int, name: str = "x
     if not K_RANGE[0] <= k <= K_RANGE[1]:
         raise ValueError(f"fixed_sum needs k in {K_RANGE}, got {k}.")
     lo, hi = bounds
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):  # callers validate; a guard
+        raise ValueError("fixed_sum needs finite bounds with lower <= upper.")
     magic = math.ldexp(1.5, 52 - k)
     base = int(np.array(magic).view(np.uint64))
     # After the clamp and the addition every record's z lies in [lo + C, hi + C] (rounded as the
@@ -248,6 +278,20 @@ def fixed_sum(x: FloatArray, bounds: tuple[float, float], k: int, name: str = "x
     # NaN <= top is false): a read-only pass, cheaper than writing a flag per record and reading
     # the flags back, and about a tenth faster on doubles than on their unsigned bit patterns.
     top = hi + magic
+    # The kernel reads the records in place; it needs them contiguous and aligned (properties of
+    # the array's layout, never of its values). It computes each block's integer exactly as
+    # `work` below does.
+    compiled = kernel
+    if compiled is not None and x.dtype == np.float64 and x.flags.c_contiguous and x.flags.aligned:
+        block_sum = compiled.block_sum
+
+        def one_pass(start: int, stop: int, values: FloatArray) -> int:
+            total, nan = block_sum(x, start, stop, lo, hi, magic, base)
+            if nan:
+                raise _not_finite(name)
+            return int(total)
+
+        return _run_blocks(x.size, one_pass)
 
     def work(start: int, stop: int, values: FloatArray) -> int:
         m = stop - start
