@@ -133,7 +133,9 @@ def main() -> None:
         root = Path(tmp)
         t0 = time.perf_counter()
         key = _setup(root, args.rows)
-        stored = (root / "data" / "big" / "data.arrow").stat().st_size
+        from dpkit.server._store import DATA_FILE
+
+        stored = (root / "data" / "big" / DATA_FILE).stat().st_size
         took, load = time.perf_counter() - t0, os.getloadavg()[0]
         print(f"{args.rows:,} rows registered from Parquet in {took:.0f} s; "
               f"stored file {stored / MB:.0f} MB; load average {load:.1f}")  # fmt: skip
