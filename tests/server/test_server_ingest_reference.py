@@ -36,7 +36,9 @@ NUMBERS = [
     "4.9406564584124654e-324", "2.4703282292062327e-324", "2.4703282292062328e-324",
     "1.7976931348623157e308", "1.7976931348623159e308", "9007199254740993", "0.1",
     "3.14159265358979323846264338327950288", "1E5", "1e+05", "1.5e-7", " ", "--1", "+-1",
-    "1.2.3", "1 2", "\u200b7", "7\ufeff", "\u180e7",
+    "1.2.3", "1 2", "\u200b7", "7\ufeff", "\u180e7", "1e99999999999999999999",
+    "-1e-99999999999999999999", "1" * 5000, "0." + "0" * 5000 + "1", "1" * 400 + "e-400",
+    "9" * 20 + "." + "9" * 20 + "e+0000000000000000000000005", "+.5", "-1.e5", "1.E-5",
 ] + [w + "7" + w for w in WHITESPACE]  # fmt: skip
 TEXTS = ["a", "b", "", " a", "a ", "A", "é", "e\u0301", "NA", "null", "nan", "1", "1.0", "\u200b"]
 
@@ -155,6 +157,13 @@ def test_the_record_scan_across_block_boundaries(
     path.write_bytes(body)
     assert _csv_rows.csv_records(path)[1].tolist() == [True, False, True, False, True, False, True]
     _same(path, _schema(FLOAT, CAT))
+
+
+def test_a_short_line_is_refused_with_what_to_check(tmp_path: Path) -> None:
+    path = tmp_path / "s.csv"
+    path.write_bytes(LAYOUTS["short row"])
+    with pytest.raises(DataError, match="as many fields as the header"):
+        read_source(path, _schema(FLOAT, CAT))
 
 
 @pytest.mark.parametrize("name", list(LAYOUTS))

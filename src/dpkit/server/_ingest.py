@@ -58,10 +58,11 @@ def read_source(path: Path, schema: DatasetSchema) -> Table:
     except ImportError as exc:  # pragma: no cover - the server extra installs it
         raise ImportError("reading datasets needs polars: pip install 'dpkit[server]'") from exc
     names = [c.name for c in schema.columns]
+    csv = path.suffix.lower() == ".csv"
+    # blank lines skipped, lines of another length refused (its own message), as always
+    blank_before_header, records = csv_records(path) if csv else (0, None)
     try:
-        if path.suffix.lower() == ".csv":
-            # blank lines skipped, lines of another length refused, as the service always did
-            blank_before_header, records = csv_records(path)
+        if csv:
             # Every column is read as text, then parsed by the cleaning policy: a stray value in a
             # numeric column must become missing, not fail the whole file or change its type.
             frame = pl.read_csv(
@@ -74,6 +75,7 @@ def read_source(path: Path, schema: DatasetSchema) -> Table:
                 skip_lines=blank_before_header,
                 **_empty_is_text(pl),
             )
+            assert records is not None
             if len(records) != frame.height:
                 raise ValueError
             if not bool(np.all(records)):
