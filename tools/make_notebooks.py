@@ -302,10 +302,10 @@ import numpy as np
 
 from dpkit.accounting import Accountant, ApproxDP
 from dpkit.release import Synthesizer, utility_report
-from dpkit.release._examples import fair_domain, load_fair
+from dpkit.release._examples import load_randhie, randhie_domain
 
-real = load_fair()                      # Fair's affairs data (statsmodels), 6,366 records
-domain = fair_domain()                  # declared, public: bounds and categories of each column
+real = load_randhie()                   # RAND Health Insurance Experiment: 20,190 person-years
+domain = randhie_domain()               # declared, public: bounds and categories of each column
 acct = Accountant(ApproxDP(epsilon=1.0, delta=1e-6))
 real.head()
 """),
@@ -319,7 +319,7 @@ synthetic.head()
     code("""
 # plots=False: the report's own figures are for its HTML page (report.to_html(path)).
 report = utility_report(
-    real, synthetic, domain, target="occupation", plots=False, synthesizer=synth
+    real, synthetic, domain, target="idp", plots=False, synthesizer=synth
 )
 print(report.summary())
 """),
@@ -332,18 +332,18 @@ records. Two marginals, side by side:
 """),
     code("""
 fig, axes = plt.subplots(1, 2, figsize=(9, 3))
-bins = np.linspace(17.5, 42.5, 11)
-axes[0].hist([real["age"], synthetic["age"]], bins=bins, density=True, label=["real", "synthetic"])
-axes[0].set_xlabel("age")
+bins = np.arange(0, 21, 2)  # a third of the person-years saw no doctor: the atom at 0
+axes[0].hist([real["mdvis"], synthetic["mdvis"]], bins=bins, density=True,
+             label=["real", "synthetic"])
+axes[0].set_xlabel("doctor visits in the year (mdvis)")
 axes[0].legend()
-levels = sorted(real["rate_marriage"].unique())
-share = lambda col: [np.mean(col == v) for v in levels]
-x = np.arange(len(levels))
-axes[1].bar(x - 0.2, share(real["rate_marriage"]), 0.4, label="real")
-axes[1].bar(x + 0.2, share(synthetic["rate_marriage"].astype(real["rate_marriage"].dtype)), 0.4,
+flags = ["hlthg", "hlthf", "hlthp"]  # self-rated health good, fair, poor (else excellent)
+x = np.arange(len(flags))
+axes[1].bar(x - 0.2, [np.mean(real[f] == 1) for f in flags], 0.4, label="real")
+axes[1].bar(x + 0.2, [np.mean(synthetic[f].astype(int) == 1) for f in flags], 0.4,
             label="synthetic")
-axes[1].set_xticks(x, [str(v) for v in levels])
-axes[1].set_xlabel("rate_marriage")
+axes[1].set_xticks(x, ["good", "fair", "poor"])
+axes[1].set_xlabel("self-rated health (share)")
 fig.tight_layout()
 """),
 ]

@@ -115,13 +115,13 @@ def dashboards(tmp: Path) -> None:
 def report(tmp: Path) -> None:
     from dpkit.random import seeded
     from dpkit.release import Synthesizer, utility_report
-    from dpkit.release._examples import fair_domain, load_fair
+    from dpkit.release._examples import load_randhie, randhie_domain
 
-    real, domain = load_fair(), fair_domain()
+    real, domain = load_randhie(), randhie_domain()
     synth = Synthesizer(domain, epsilon=1.0, delta=1e-6)
     model = synth.fit(real, rng=seeded(1))
     synthetic = model.sample(len(real), rng=2, output="pandas")
-    rep = utility_report(real, synthetic, domain, target="occupation", synthesizer=synth)
+    rep = utility_report(real, synthetic, domain, target="idp", synthesizer=synth)
     page = rep.to_html(tmp / "r.html")
     _shoot(page.as_uri(), IMG / "utility_report.png", tmp / "report", 1600)
 

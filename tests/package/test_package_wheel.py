@@ -83,6 +83,8 @@ def test_wheel_ships_the_package_its_license_and_types(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert "dpkit/__init__.py" in names
     assert "dpkit/py.typed" in names
+    # the example data, with where they come from and their licence
+    assert {"dpkit/release/data/randhie.csv.gz", "dpkit/release/data/README.md"} <= set(names)
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     assert not any(n.startswith(("tests/", "docs/", "benchmarks/")) for n in names)
 

@@ -68,7 +68,7 @@ def _register_and_query(cur: Curator) -> None:
 
 def _mode(path: Path) -> int:
     """What the service makes of each of its files: the Arrow data read-only, others 0600."""
-    return 0o700 if path.is_dir() else 0o400 if path.name == "data.arrow" else 0o600
+    return 0o700 if path.is_dir() else 0o400 if path.name == "data.bin" else 0o600
 
 
 def test_new_files_are_private_under_umask_022(tmp_path: Path, umask_022: None) -> None:
@@ -84,7 +84,7 @@ def test_new_files_are_private_under_umask_022(tmp_path: Path, umask_022: None) 
     )
     modes = _modes(state)
     for must in ("ledger.db", "ledger.db-wal", "ledger.db-shm", "data", "data/t",
-                 "data/t/data.arrow", "data/t/data.json", "data/t/schema.json",
+                 "data/t/data.bin", "data/t/data.json", "data/t/schema.json",
                  "data/.dpkit.lock"):  # fmt: skip
         assert must in modes, (must, sorted(modes))
     loose = {k: oct(m) for k, m in modes.items() if m != _mode(state / k)}

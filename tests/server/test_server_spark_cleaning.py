@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
+import polars as pl
 import pytest
 
 from dpkit.server._config import ServerConfig
@@ -22,7 +22,7 @@ from dpkit.server._spark_jobs import SparkSettings
 pytest.importorskip("pyspark")
 pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support:FutureWarning")
 
-# Texts Spark's cast reads differently from the file path (Arrow's trim, then a number grammar)
+# Texts Spark's cast reads differently from the file path (its trim, then a number grammar)
 TEXTS = ["1d", "1f", "INF", "Infinity", "-infinity", "0x1p3", " 2 ", "1e309", "-0", "NaN",
          "-nan", "", "  ", "\u00a03", "\t4\n", "+5", "1_000", "\u0661", "5.", ".5", "0.7e0",
          "+Infinity", "\u20033", "3\u2028", "\x1f3", "0.5\u3000", None]  # fmt: skip
@@ -39,7 +39,7 @@ def test_text_numbers_parse_as_in_a_file(spark_sessions: Any) -> None:
     raw = spark.createDataFrame([(t,) for t in TEXTS], "x string")
     frame, _ = cleaned_frame(raw, schema)
     got = [r["x"] for r in frame.collect()]
-    parsed = np.asarray(_parse_numbers(pa.array(TEXTS, pa.string())).to_numpy(False), float)
+    parsed = np.asarray(_parse_numbers(pl, pl.Series(TEXTS, dtype=pl.String)).to_numpy(), float)
     want = clean_column_mask(schema.columns[0], parsed)[0].tolist()
     assert got == want
 

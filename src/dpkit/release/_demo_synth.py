@@ -1,4 +1,5 @@
-"""Demo section: a private synthetic copy of Fair's affairs data, and how good it is."""
+"""Demo section: a private synthetic copy of the RAND Health Insurance Experiment data, and how
+good it is."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import numpy as np
 
 from dpkit.accounting import Accountant, ApproxDP
 from dpkit.random import seeded
-from dpkit.release._examples import fair_domain, load_fair
+from dpkit.release._examples import load_randhie, randhie_domain
 from dpkit.release._report import utility_report
 from dpkit.release._synth import Synthesizer
 
@@ -20,9 +21,10 @@ SEED = 2024  # reproducible; real releases use rng=None (secure)
 def demo() -> None:
     """Print the synthetic-table section and write ``demo_output/synthetic_marginals.png``."""
     print("== Synthetic tables (dpkit.release) ==")
-    df = load_fair()
-    dom = fair_domain()
-    print(f"Fair's affairs data: {len(df)} records, {len(dom.names)} columns (statsmodels)")
+    df = load_randhie()
+    dom = randhie_domain()
+    print(f"RAND Health Insurance Experiment: {len(df)} person-years, {len(dom.names)} columns "
+          "(public domain, shipped with dpkit)")  # fmt: skip
     acct = Accountant(ApproxDP(epsilon=2.0, delta=2e-6))
     reports = {}
     for method in ("independent", "aim"):
@@ -32,15 +34,15 @@ def demo() -> None:
         reports[method] = (
             model,
             syn,
-            utility_report(df, syn, dom, target="occupation", plots=method == "aim"),
+            utility_report(df, syn, dom, target="idp", plots=method == "aim"),
         )
     for method, (_model, syn, rep) in reports.items():
         tt = rep.train_test
         assert tt is not None
         print(
-            f"{method:<12} ε = 1: mean 3-way TVD {rep.tvd_3way:.3f}, zeros in 'affairs' "
-            f"{np.mean(syn['affairs'] == 0):.1%} (real {np.mean(df['affairs'] == 0):.1%}), "
-            f"occupation predicted {tt.synthetic:.1%} (real-trained {tt.real:.1%})"
+            f"{method:<12} ε = 1: mean 3-way TVD {rep.tvd_3way:.3f}, no doctor visit "
+            f"{np.mean(syn['mdvis'] == 0):.1%} (real {np.mean(df['mdvis'] == 0):.1%}), "
+            f"deductible plan predicted {tt.synthetic:.1%} (real-trained {tt.real:.1%})"
         )
     model = reports["aim"][0]
     print("AIM measured:", ", ".join("×".join(m) for m in model.measured if len(m) > 1))

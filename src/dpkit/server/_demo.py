@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 import dpkit.errors
+from dpkit.server._store import DATA_FILE
 
 __all__ = ["demo"]
 
@@ -121,8 +122,8 @@ def demo() -> None:
             thread.join(timeout=10)
         print("service stopped; the ledger keeps every charge on disk.")
         stored = root / "data" / "households"
-        kb = (stored / "data.arrow").stat().st_size / 1024
-        print(f"the data were stored once, at registration: data.arrow ({kb:.0f} KB, read-only),\n"
+        kb = (stored / DATA_FILE).stat().st_size / 1024
+        print(f"the data were stored once, at registration: {DATA_FILE} ({kb:.0f} KB, read-only),\n"
               "  mapped by every worker (one copy in the page cache, however many workers),\n"
               "  its SHA-256 checked against data.json when mapped")  # fmt: skip
 

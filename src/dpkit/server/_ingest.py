@@ -4,12 +4,20 @@ Only the admin registers data, from a file under the configured import directory
 resolved and must stay inside that directory (no ``..``, no symbolic link out of it). Cleaning
 follows the policy each column declares (``missing``: fill, map to ``(other)``, or drop the
 row; :mod:`dpkit.server._schema`), so that no stored value can make a query fail. Cleaned
-columns are stored once, as one Arrow file per dataset in the service's data directory, which
+columns are stored once, as one column file per dataset in the service's data directory, which
 every worker maps read-only (:mod:`dpkit.server._store`).
+
+The file is read with Polars (already the engine of the service's ``group_by`` and ``sql``
+queries), with the rules the service has always applied, so that the same file gives the same
+stored values bit for bit: a CSV file is read as text only (an empty field is an empty text, not
+a null; no text such as ``NA`` is taken for a null), numeric columns are parsed by one fixed
+grammar, categories are coded against the declared list, and ids are numbered in order of first
+appearance.
 """
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpkit.errors import DataError
+from dpkit.server._csv_rows import csv_records
 from dpkit.server._schema import MISSING, Column, DatasetSchema, Table, clean_column_mask
 from dpkit.server._store import load_table, store_table
 
@@ -45,51 +54,68 @@ def resolve_source(import_dir: Path, source: object) -> Path:
 def read_source(path: Path, schema: DatasetSchema) -> Table:
     """Read the schema's columns from a CSV or Parquet file and clean them."""
     try:
-        import pyarrow as pa  # type: ignore[import-untyped]
-        import pyarrow.csv as pacsv  # type: ignore[import-untyped]
-        import pyarrow.parquet as pq  # type: ignore[import-untyped]
+        import polars as pl
     except ImportError as exc:  # pragma: no cover - the server extra installs it
-        raise ImportError("reading datasets needs pyarrow: pip install 'dpkit[server]'") from exc
+        raise ImportError("reading datasets needs polars: pip install 'dpkit[server]'") from exc
     names = [c.name for c in schema.columns]
+    csv = path.suffix.lower() == ".csv"
+    # blank lines skipped, lines of another length refused (its own message), as always
+    blank_before_header, records = csv_records(path) if csv else (0, None)
     try:
-        if path.suffix.lower() == ".csv":
+        if csv:
             # Every column is read as text, then parsed by the cleaning policy: a stray value in a
             # numeric column must become missing, not fail the whole file or change its type.
-            # Categories are read dictionary-encoded: each distinct text is held (and coded) once.
-            coded = pa.dictionary(pa.int32(), pa.string())
-            types = {c.name: coded if c.type == "category" else pa.string() for c in schema.columns}
-            opts = pacsv.ConvertOptions(column_types=types, include_columns=names)
-            table = pacsv.read_csv(path, convert_options=opts)
+            frame = pl.read_csv(
+                path,
+                columns=names,
+                infer_schema=False,  # all text
+                null_values=None,
+                raise_if_empty=True,
+                truncate_ragged_lines=False,
+                skip_lines=blank_before_header,
+                **_empty_is_text(pl),
+            )
+            assert records is not None
+            if len(records) != frame.height:
+                raise ValueError
+            if not bool(np.all(records)):
+                frame = frame.filter(pl.Series(records))
         else:
-            cats = [c.name for c in schema.columns if c.type == "category"]
-            table = pq.read_table(path, columns=names, read_dictionary=cats)
-    except (pa.ArrowInvalid, KeyError, OSError) as exc:
+            frame = pl.read_parquet(path, columns=names)
+        if frame.columns != names or frame.height != _column_lengths(frame):
+            raise ValueError
+    except (pl.exceptions.PolarsError, ValueError, KeyError, OSError) as exc:
         raise DataError(
             "could not read the file with the schema's columns; check that the file has a "
             "header naming every column of the schema."
         ) from exc
     cols: dict[str, Any] = {}
-    drop = np.zeros(table.num_rows, dtype=bool)
+    drop = np.zeros(frame.height, dtype=bool)
     for col in schema.columns:
-        arr = table.column(col.name)
+        series = frame.get_column(col.name)
         text = col.type in ("category", "id")  # read as values, not parsed as numbers
-        if not text and pa.types.is_string(arr.type):
-            arr = _parse_numbers(arr)
-        if not text and not _numeric_type(pa, arr.type):
+        if text and series.dtype in (pl.Categorical, pl.Enum):  # (a numeric one is refused)
+            series = series.cast(pl.String)
+        if not text and series.dtype == pl.String:
+            series = _parse_numbers(pl, series)
+        if not text and not _numeric_type(pl, series.dtype):
             # Lists, structs, dates…: refused with a clear message, not a bare error (a date
             # would otherwise become nanoseconds since 1970, clamped to the bounds).
             raise DataError(
-                f"column {col.name} is stored as {arr.type} in the file; a numeric column must "
-                "hold numbers (or text that is parsed as numbers)."
+                f"column {col.name} is stored as {series.dtype} in the file; a numeric column "
+                "must hold numbers (or text that is parsed as numbers)."
             )
-        coded = _coded(pa, col, arr) if text else None
+        coded = _coded(pl, col, series) if text else None
         if coded is not None:
             cols[col.name], bad = coded
         else:
-            if text:
-                values: Any = arr.to_pylist()
+            if text or series.dtype == pl.Decimal:
+                # Python objects: a decimal becomes the float nearest to it (float(Decimal))
+                values: Any = series.to_list()
+                if not text:
+                    values = np.asarray(values, dtype=np.float64)
             else:
-                values = np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.float64)
+                values = np.asarray(series.to_numpy(), dtype=np.float64)
             cols[col.name], bad = clean_column_mask(col, values)
         if col.policy == "drop":
             drop |= bad
@@ -107,72 +133,82 @@ def read_source(path: Path, schema: DatasetSchema) -> Table:
     return out
 
 
+def _empty_is_text(pl: Any) -> dict[str, Any]:
+    """The option that reads an empty field as an empty text, not a null (an empty id is then
+    missing, an empty category undeclared, as they always were): renamed in Polars 2."""
+    params = inspect.signature(pl.read_csv).parameters
+    if "empty_string_is_null" in params:
+        return {"empty_string_is_null": False}
+    return {"missing_utf8_is_empty_string": True}  # pragma: no cover - Polars 1
+
+
+def _column_lengths(frame: Any) -> int:
+    lengths = {len(s) for s in frame.get_columns()}
+    return lengths.pop() if len(lengths) == 1 else -1
+
+
 def _coded(
-    pa: Any, col: Column, arr: Any
+    pl: Any, col: Column, series: Any
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]] | None:
-    """The codes :func:`clean_column_mask` gives a text (or integer id) column, computed by Arrow
-    instead of one Python object per cell; ``None`` for other column types (cleaned per cell).
+    """The codes :func:`clean_column_mask` gives a text (or integer id) column, computed by
+    Polars instead of one Python object per cell; ``None`` for other column types (cleaned per
+    cell).
 
     The same codes, cell for cell: a category is its index among the declared categories, else
     ``k`` (null, undeclared); an id is numbered in order of first appearance, a null or empty id
-    being :data:`MISSING` (Arrow's dictionary encoding numbers values in that order too). Per
-    cell in Python this was most of the time of registering a large categorical file.
+    being :data:`MISSING`. Per cell in Python this was most of the time of registering a large
+    categorical file.
     """
-    import pyarrow.compute as pc  # type: ignore[import-untyped]
-
-    t = arr.type
-    if pa.types.is_dictionary(t):
-        t = t.value_type
-        if col.type != "category":
-            arr = arr.cast(t)
-    is_text = pa.types.is_string(t) or pa.types.is_large_string(t)
-    if col.type == "category" and is_text:
+    t = series.dtype
+    if col.type == "category" and t == pl.String:
         assert col.categories is not None
-        declared = pa.array(col.categories, type=t)
-        chunks = arr.chunks if hasattr(arr, "chunks") else [arr]
-        codes = np.concatenate(
-            [_category_codes(pa, pc, declared, c) for c in chunks] or [np.zeros(0, np.int64)]
-        )
         other = len(col.categories)
-        return codes, codes == other
-    if col.type == "id" and (is_text or pa.types.is_integer(t)):
-        if is_text:  # an empty id is missing, like a null one
-            arr = pc.if_else(pc.equal(arr, ""), pa.scalar(None, t), arr)
-        encoded = pc.dictionary_encode(arr).combine_chunks()
-        ids = pc.fill_null(encoded.indices, MISSING).to_numpy(zero_copy_only=False)
-        ids = np.asarray(ids).astype(np.int64)
-        return ids, ids == MISSING
+        codes = series.replace_strict(
+            pl.Series(col.categories, dtype=pl.String),
+            pl.Series(range(other), dtype=pl.Int64),
+            default=other,
+            return_dtype=pl.Int64,
+        ).fill_null(other)
+        out = codes.to_numpy().astype(np.int64, copy=False)
+        return out, out == other
+    if col.type == "id" and (t == pl.String or t.is_integer()):
+        if t == pl.String:  # an empty id is missing, like a null one
+            series = series.set(series == "", None)
+        seen = series.drop_nulls().unique(maintain_order=True)  # in order of first appearance
+        ids = series.replace_strict(
+            seen, pl.Series(range(len(seen)), dtype=pl.Int64), default=MISSING,
+            return_dtype=pl.Int64,
+        ).fill_null(MISSING)  # fmt: skip
+        out = ids.to_numpy().astype(np.int64, copy=False)
+        return out, out == MISSING
     return None
 
 
-def _category_codes(pa: Any, pc: Any, declared: Any, chunk: Any) -> npt.NDArray[np.int64]:
-    """One chunk's category codes; a dictionary-encoded chunk (as Parquet stores text columns)
-    is coded once per distinct value, then gathered by its indices."""
-    other = len(declared)
-    if pa.types.is_dictionary(chunk.type):
-        found = pc.index_in(chunk.dictionary, value_set=declared)
-        per_value = np.append(np.asarray(pc.fill_null(found, other)), other).astype(np.int64)
-        indices = pc.fill_null(chunk.indices, len(chunk.dictionary))  # null: the "other" slot
-        return per_value[np.asarray(indices).astype(np.intp)]
-    found = pc.index_in(chunk, value_set=declared)
-    return np.asarray(pc.fill_null(found, other)).astype(np.int64)
+def _numeric_type(pl: Any, t: Any) -> bool:
+    return bool(t.is_numeric() or t == pl.Boolean or t == pl.Null)
 
 
-def _numeric_type(pa: Any, t: Any) -> bool:
-    return bool(
-        pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
-        or pa.types.is_null(t) or pa.types.is_decimal(t)
-    )  # fmt: skip
+NUMBER = (
+    r"^[+-]?([0-9]+\.?[0-9]*([eE][+-]?[0-9]+)?|\.[0-9]+([eE][+-]?[0-9]+)?"
+    r"|inf|Infinity|nan|NaN)$"
+)
+"""The text a numeric cell may hold (after trimming white space): decimal or exponent notation,
+``inf``, ``Infinity``, ``nan``, ``NaN``, with a sign; anything else is missing (ASCII digits
+only)."""
 
 
-def _parse_numbers(arr: Any) -> Any:
+WHITESPACE = (
+    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680"
+    + "".join(chr(c) for c in range(0x2000, 0x200B))
+    + "\u2028\u2029\u202f\u205f\u3000"
+)
+"""What is trimmed around a number: Unicode's white space and the ASCII separators 0x1C-0x1F
+(Python's ``str.isspace``, and what the service trimmed before; Polars' default set lacks the
+separators)."""
+
+
+def _parse_numbers(pl: Any, series: Any) -> Any:
     """Text to float64, with unparsable or empty cells as null (then filled by the policy)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    text = pc.utf8_trim_whitespace(arr)
-    ok = pc.match_substring_regex(
-        text, r"^[+-]?(\d+\.?\d*([eE][+-]?\d+)?|\.\d+([eE][+-]?\d+)?|inf|Infinity|nan|NaN)$"
-    )
-    kept = pc.if_else(ok, text, pa.scalar(None, pa.string()))
-    return pc.cast(kept, pa.float64())
+    text = series.str.strip_chars(WHITESPACE)
+    kept = text.set(~text.str.contains(NUMBER).fill_null(False), None)
+    return kept.cast(pl.Float64, strict=True)

@@ -40,7 +40,7 @@ from dpkit.server._registry import QueryRegistry
 from dpkit.server._schema import DatasetSchema, Table, check_name, dummy_table
 from dpkit.server._spark_service import SparkDatasets
 from dpkit.server._spark_tables import is_spark_table
-from dpkit.server._store import DATA_FILE, load_table, store_table, upgrade_stored
+from dpkit.server._store import READ_ONLY_FILES, load_table, store_table, upgrade_stored
 
 __all__ = ["AuthError", "Curator", "ForbiddenError", "NotFoundError", "QueryFailedError"]
 
@@ -103,9 +103,9 @@ class Curator:
                 self.ledger.set_key_hash("admin", h)
         with self._data_lock(exclusive=True):
             # the files of an older installation (made under a umask of 022) become private too
-            tighten(self.config.data_dir, read_only={DATA_FILE})
+            tighten(self.config.data_dir, read_only=READ_ONLY_FILES)
             self._finish_interrupted_registrations()
-            for ds in self.ledger.datasets():  # stored by an older version: one file now
+            for ds in self.ledger.datasets():  # stored by an older version: converted once
                 upgrade_stored(self.config.data_dir, DatasetSchema.from_dict(ds["schema"]))
         if self.config.datasets:
             with self._data_lock(exclusive=True):

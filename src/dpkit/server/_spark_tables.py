@@ -146,8 +146,8 @@ def _cleaned(f: Any, col: Column, kind: str) -> tuple[Any, Any]:
 
 
 # The file path's text numbers (dpkit.server._ingest._parse_numbers): trimmed of the characters
-# Arrow's utf8_trim_whitespace trims, then only this grammar is a number. Spark's own cast alone
-# reads more ("1d", "INF", "0x1p3", "-infinity") and trims fewer (no-break space...).
+# of dpkit.server._ingest.WHITESPACE, then only this grammar (its NUMBER) is a number. Spark's own
+# cast alone reads more ("1d", "INF", "0x1p3", "-infinity") and trims fewer (no-break space...).
 _SPACE = (  # Java regex escapes, as Spark's rlike and regexp_replace read them
     r"\t\n\x0B\f\r\x1C-\x20\x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000"
 )

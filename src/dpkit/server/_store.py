@@ -1,18 +1,21 @@
-"""A registered dataset on disk: one Arrow file, written once, memory-mapped by every worker.
+"""A registered dataset on disk: one column file, written once, memory-mapped by every worker.
 
-At registration the cleaned columns are written to ``<data_dir>/<name>/data.arrow``, an
-uncompressed Arrow IPC file (one record batch; numeric columns as ``float64``, codes of
-categories, ids and local reports as ``int64``), with ``data.json`` (its SHA-256, size and
-rows, and the provenance of the source file: name, size, SHA-256) and ``schema.json``, written
-last. Each worker process of the service then *maps* the file read-only instead of loading it:
-a column is a NumPy view on the mapping (``pyarrow.memory_map``, zero-copy), so its pages are
-read from disk on first use, only for the columns a query reads, and are held once, in the
-operating system's page cache, however many workers map them. Polars frames for ``group_by``
-and ``sql`` queries are built on the same views (zero-copy for ``float64`` and ``int64``).
+At registration the cleaned columns are written to ``<data_dir>/<name>/data.bin``: each column's
+values, one after another, as raw little-endian ``float64`` (numeric columns) or ``int64``
+(codes of categories, ids and local reports), each starting at a 64-byte boundary. Beside it,
+``data.json`` (the manifest) records the layout (each column's name, dtype and offset), the
+file's SHA-256, size and rows, and the provenance of the source file (name, size, SHA-256);
+``schema.json`` is written last. Each worker process of the service then *maps* the file
+read-only instead of loading it: a column is a NumPy view on the mapping (``mmap`` with
+``numpy.frombuffer``, zero-copy), so its pages are read from disk on first use, only for the
+columns a query reads, and are held once, in the operating system's page cache, however many
+workers map them. Polars frames for ``group_by`` and ``sql`` queries are built on the same
+views (zero-copy for ``float64`` and ``int64``). Only NumPy and the standard library are needed
+to write and read it.
 
-Why not Polars' own ``scan_ipc``: with Polars 2.1 a scan copies the columns it reads into the
-process's memory (measured: +80 MB of anonymous memory per 10-million-row column read, kept
-by the allocator), so N workers would again hold up to N copies of what they read.
+Why not Polars' own readers: a Polars scan of an Arrow or Parquet file copies the columns it
+reads into the process's memory (measured with Polars 2.1: +80 MB of anonymous memory per
+10-million-row column read, kept by the allocator), so N workers would hold up to N copies.
 
 What the service trusts: the files are written once by the service itself, in its private
 data directory (folders 0700), and made read-only (0400); a replacement is a new file in a new
@@ -23,12 +26,18 @@ registration and loading is refused instead of answered from. Bytes changed *in 
 mapped file after that check (possible only for the service's own account or root, which can
 also rewrite the ledger) are outside this model: queries would see them, and a truncated file
 would stop the worker (SIGBUS).
+
+Datasets stored by older versions are converted once, at start, under the data directory's
+exclusive lock, with the same values (:func:`upgrade_stored`): one ``.npy`` file per column, or
+one Arrow IPC file (``data.arrow``, which needs PyArrow to read; without it such a dataset is
+refused with a message telling the admin to register it again).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import mmap
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -43,31 +52,33 @@ from dpkit.server._schema import DatasetSchema, Table
 
 __all__ = [
     "DATA_FILE",
+    "FORMAT",
+    "LEGACY_ARROW_FILE",
     "MANIFEST",
+    "READ_ONLY_FILES",
     "READ_ONLY_MODE",
-    "ArrowColumns",
+    "MappedColumns",
     "file_digest",
     "load_table",
     "store_table",
+    "stored_dtype",
     "upgrade_stored",
 ]
 
-DATA_FILE = "data.arrow"
-"""The dataset's columns, an uncompressed Arrow IPC file (written once, then read-only)."""
+DATA_FILE = "data.bin"
+"""The dataset's columns, raw little-endian values at 64-byte aligned offsets (read-only)."""
+FORMAT = "dpkit-columns-1"
+"""The manifest's ``format`` of :data:`DATA_FILE` (its layout is in the manifest)."""
 MANIFEST = "data.json"
-"""The data file's SHA-256, size and rows, and the source file's provenance."""
+"""The data file's layout, SHA-256, size and rows, and the source file's provenance."""
 READ_ONLY_MODE = 0o400
 """The data file's mode: the service reads it and never writes it again."""
+LEGACY_ARROW_FILE = "data.arrow"
+"""The data file of the previous format (an Arrow IPC file), converted at start."""
+READ_ONLY_FILES = frozenset({DATA_FILE, LEGACY_ARROW_FILE})
+"""The files the service writes once and only reads (mode 0400)."""
+_ALIGN = 64  # each column starts on a cache line (and on any SIMD width NumPy or Polars uses)
 _CHUNK = 1 << 20
-
-
-def _pyarrow() -> Any:
-    try:
-        import pyarrow as pa  # type: ignore[import-untyped]
-        import pyarrow.ipc  # type: ignore[import-untyped]
-    except ImportError as exc:  # pragma: no cover - the server extra installs it
-        raise ImportError("storing datasets needs pyarrow: pip install 'dpkit[server]'") from exc
-    return pa
 
 
 def file_digest(path: Path) -> tuple[str, int]:
@@ -80,47 +91,57 @@ def file_digest(path: Path) -> tuple[str, int]:
     return h.hexdigest(), size
 
 
-def _stored_dtype(kind: str) -> Any:
-    """float and int columns are cleaned to float64; codes (category, id, local) to int64."""
-    return np.float64 if kind in ("float", "int") else np.int64
+def stored_dtype(kind: str) -> np.dtype[Any]:
+    """float and int columns are cleaned to float64; codes (category, id, local) to int64.
+    Little-endian on disk whatever the machine, so a data directory can move between them."""
+    return np.dtype("<f8") if kind in ("float", "int") else np.dtype("<i8")
 
 
-def _write_arrow(path: Path, table: Table) -> None:
-    pa = _pyarrow()
-    arrays = [
-        pa.array(np.ascontiguousarray(table.columns[c.name], dtype=_stored_dtype(c.type)))
-        for c in table.schema.columns
-    ]
-    names = [c.name for c in table.schema.columns]
-    batch = pa.RecordBatch.from_arrays(arrays, names=names)
+def _write_columns(path: Path, table: Table) -> list[dict[str, Any]]:
+    layout: list[dict[str, Any]] = []
+    offset = 0
     with private_file(path) as out:
-        # uncompressed, one record batch: each column is one contiguous, 64-byte aligned buffer
-        # in the file, which a mapping hands to NumPy without a copy
-        with pa.ipc.new_file(out, batch.schema) as writer:
-            writer.write_batch(batch)
+        for c in table.schema.columns:
+            dtype = stored_dtype(c.type)
+            values = np.ascontiguousarray(table.columns[c.name], dtype=dtype)
+            pad = -offset % _ALIGN
+            out.write(b"\0" * pad)
+            offset += pad
+            layout.append({"name": c.name, "dtype": dtype.str, "offset": offset})
+            out.write(values.data)  # the array's own buffer: no copy
+            offset += values.nbytes
         out.flush()
         os.fsync(out.fileno())
     os.chmod(path, READ_ONLY_MODE)
+    return layout
 
 
 def store_table(data_dir: Path, table: Table, *, source: Path | None = None) -> dict[str, Any]:
     """Write the cleaned columns atomically (a crash leaves the old version or the new one).
 
-    Returns the manifest written with them (``data.json``): the data file's SHA-256, size and
-    rows, and, when ``source`` is given, the source file's name, size and SHA-256.
+    Returns the manifest written with them (``data.json``): the data file's layout, SHA-256,
+    size and rows, and, when ``source`` is given, the source file's name, size and SHA-256.
     """
+    return _store(data_dir, table, _source_of(source) if source is not None else None)
+
+
+def _source_of(source: Path) -> dict[str, Any]:
+    src_digest, src_size = file_digest(source)
+    return {"name": source.name, "bytes": src_size, "sha256": src_digest}
+
+
+def _store(data_dir: Path, table: Table, source: dict[str, Any] | None) -> dict[str, Any]:
     folder = data_dir / table.schema.name
     tmp = data_dir / f".{table.schema.name}.tmp"
     private_dir(tmp)  # the data are private: 0700 folders, 0600 files, whatever the umask
     for leftover in tmp.iterdir():  # an earlier attempt's files (read-only ones included)
         leftover.unlink()
-    _write_arrow(tmp / DATA_FILE, table)
+    layout = _write_columns(tmp / DATA_FILE, table)
     digest, size = file_digest(tmp / DATA_FILE)
-    manifest: dict[str, Any] = {"format": "arrow-ipc", "file": DATA_FILE, "sha256": digest,
-                                "bytes": size, "rows": table.rows}  # fmt: skip
+    manifest: dict[str, Any] = {"format": FORMAT, "file": DATA_FILE, "sha256": digest,
+                                "bytes": size, "rows": table.rows, "columns": layout}  # fmt: skip
     if source is not None:
-        src_digest, src_size = file_digest(source)
-        manifest["source"] = {"name": source.name, "bytes": src_size, "sha256": src_digest}
+        manifest["source"] = source
     with private_file(tmp / MANIFEST) as out:
         out.write(json.dumps(manifest).encode())
     with private_file(tmp / "schema.json") as out:  # last: the folder is complete with it
@@ -138,75 +159,97 @@ def store_table(data_dir: Path, table: Table, *, source: Path | None = None) -> 
     return manifest
 
 
-class ArrowColumns(Mapping[str, npt.NDArray[Any]]):
-    """A dataset's columns as read-only NumPy views on its memory-mapped Arrow file.
+class MappedColumns(Mapping[str, npt.NDArray[Any]]):
+    """A dataset's columns as read-only NumPy views on its memory-mapped data file.
 
-    A view is made on first access (no data are read until a query touches them); the mapping
-    lives as long as any view on it, so a table replaced while a query reads it stays valid.
+    The views are made when the file is mapped (no data are read until a query touches them);
+    the mapping lives as long as any view on it, so a table replaced while a query reads it
+    stays valid.
     """
 
-    def __init__(self, arrow: Any) -> None:
-        self._arrow = arrow
-        self._views: dict[str, npt.NDArray[Any]] = {}
-
-    @property
-    def arrow(self) -> Any:
-        """The underlying ``pyarrow.Table`` (its buffers are the file's mapping)."""
-        return self._arrow
+    def __init__(self, views: dict[str, npt.NDArray[Any]]) -> None:
+        self._views = views
 
     def __getitem__(self, name: str) -> npt.NDArray[Any]:
-        view = self._views.get(name)
-        if view is None:
-            if name not in self._arrow.column_names:
-                raise KeyError(name)
-            col = self._arrow.column(name)
-            if col.num_chunks == 1:
-                view = col.chunk(0).to_numpy(zero_copy_only=True)
-            else:  # pragma: no cover - the service writes one record batch
-                view = col.to_numpy()
-            view.flags.writeable = False
-            self._views[name] = view  # (two threads may both make it: the same view)
-        return view
+        return self._views[name]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._arrow.column_names)
+        return iter(self._views)
 
     def __len__(self) -> int:
-        return int(self._arrow.num_columns)
+        return len(self._views)
+
+
+def _changed(name: str) -> DataError:
+    return DataError(
+        f"the stored file of dataset {name} does not match its checksum; it was changed "
+        "outside the service: register the dataset again."
+    )
 
 
 def load_table(data_dir: Path, schema: DatasetSchema) -> Table:
     """Map a stored dataset read-only, after checking its file against its manifest.
 
     Raises :class:`DataError` if the file's SHA-256 or size is not the one recorded when it was
-    written (the admin is told to register the dataset again), or its columns are not the
-    schema's.
+    written (the admin is told to register the dataset again), if its columns are not the
+    schema's, or if it is in an older format that could not be converted.
     """
-    pa = _pyarrow()
     folder = data_dir / schema.name
     manifest = json.loads((folder / MANIFEST).read_text())
-    digest, size = file_digest(folder / DATA_FILE)
-    if digest != manifest.get("sha256") or size != manifest.get("bytes"):
+    if manifest.get("format") != FORMAT:
         raise DataError(
-            f"the stored file of dataset {schema.name} does not match its checksum; it was "
-            "changed outside the service: register the dataset again."
+            f"dataset {schema.name} was stored by an older version of dpkit in a format this "
+            "installation cannot read (an Arrow file; converting it needs pyarrow): register "
+            "the dataset again."
         )
-    arrow = pa.ipc.open_file(pa.memory_map(str(folder / DATA_FILE), "r")).read_all()
-    expected = [(c.name, np.dtype(_stored_dtype(c.type))) for c in schema.columns]
-    found = [(f.name, np.dtype(f.type.to_pandas_dtype())) for f in arrow.schema]
-    if found != expected:
+    path = folder / DATA_FILE
+    digest, size = file_digest(path)
+    if digest != manifest.get("sha256") or size != manifest.get("bytes"):
+        raise _changed(schema.name)
+    rows, layout = manifest.get("rows"), manifest.get("columns")
+    expected = [(c.name, stored_dtype(c.type).str) for c in schema.columns]
+    if (
+        not isinstance(rows, int)
+        or not isinstance(layout, list)
+        or [(c.get("name"), c.get("dtype")) for c in layout] != expected
+    ):
         raise DataError(f"the stored file of dataset {schema.name} does not have its schema's "
                         "columns: register the dataset again.")  # fmt: skip
-    return Table(schema, ArrowColumns(arrow))
+    with open(path, "rb") as f:
+        # read-only: the views' buffers refuse writes, and the pages are the page cache's
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+    views: dict[str, npt.NDArray[Any]] = {}
+    for col in layout:
+        dtype, offset = np.dtype(col["dtype"]), col["offset"]
+        if not isinstance(offset, int) or offset < 0 or offset + rows * dtype.itemsize > size:
+            raise _changed(schema.name)
+        view = np.frombuffer(mapped, dtype=dtype, count=rows, offset=offset)
+        views[col["name"]] = view
+    return Table(schema, MappedColumns(views))
 
 
 def upgrade_stored(data_dir: Path, schema: DatasetSchema) -> bool:
-    """Rewrite a dataset stored by an older version (one ``.npy`` file per column) as one Arrow
-    file with its manifest (call it under the data directory's exclusive lock). Returns whether
-    there was anything to rewrite; the data are the same, so the dataset's version is kept."""
+    """Rewrite a dataset stored by an older version as one column file with its manifest (call
+    it under the data directory's exclusive lock): one ``.npy`` file per column (no manifest),
+    or one Arrow file (needs pyarrow; left as it is without it, and then refused by
+    :func:`load_table`). Returns whether it was rewritten; the values are the same, so the
+    dataset's version is kept."""
     folder = data_dir / schema.name
-    if not (folder / "schema.json").exists() or (folder / MANIFEST).exists():
+    if not (folder / "schema.json").exists():
         return False
-    cols = {c.name: np.load(folder / f"{c.name}.npy", allow_pickle=False) for c in schema.columns}
-    store_table(data_dir, Table(schema, cols))
+    if not (folder / MANIFEST).exists():
+        cols = {
+            c.name: np.load(folder / f"{c.name}.npy", allow_pickle=False) for c in schema.columns
+        }
+        store_table(data_dir, Table(schema, cols))
+        return True
+    manifest = json.loads((folder / MANIFEST).read_text())
+    if manifest.get("format") != "arrow-ipc":
+        return False
+    from dpkit.server._store_arrow import read_arrow_columns
+
+    cols_or_none = read_arrow_columns(folder / LEGACY_ARROW_FILE, manifest, schema)
+    if cols_or_none is None:  # no pyarrow, or a changed file: refused when loaded
+        return False
+    _store(data_dir, Table(schema, cols_or_none), manifest.get("source"))
     return True
