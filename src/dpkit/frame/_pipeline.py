@@ -20,7 +20,8 @@ unit (the streaming engine, Polars 2.x, buckets and ``L1``).
 
 A unit within every bound (at most ``L0`` pairs, ``L∞`` rows in each, ``L1`` rows in all) keeps
 all its rows whatever the hashes: it is summed from its pairs' totals, and only the other units'
-rows are sorted and ranked (:func:`bound`).
+rows are hashed (the pair hash always, the row hash where no value was rounded with it), sorted
+and ranked (:func:`bound`).
 
 Which rows survive depends only on that unit's own rows and the key — never on data order or on
 other units — so adding or removing one unit changes the bounded table by that unit's bounded
@@ -386,13 +387,20 @@ def bound(
     else:
         weight = zero
     sums = [
-        pl.col(ROWS).sum(), *(pl.col(n).sum() for n in names),
-        pl.len().cast(pl.Int64).alias(UNITS), weight.sum().cast(pl.Int64).alias(WEIGHT),
+        pl.col(ROWS).sum(), *(pl.col(n).sum() for n in names), pl.len().cast(pl.Int64).alias(UNITS)
     ]  # fmt: skip
+    weigh = weight.sum().cast(pl.Int64).alias(WEIGHT)
     if layout.keys == (ALL,):  # one constant key: summed without a group-by (none if empty)
-        mine = kept.select(*sums, pl.first(ALL)).filter(pl.col(UNITS) > 0)
+        mine = kept.select(*sums, weigh, pl.first(ALL)).filter(pl.col(UNITS) > 0)
+    elif _gaussian_weights(plan):
+        # a pair's weight is a function of its unit's pairs t: summed per (key, t) first, then
+        # weighed on that small table (a look-up on every pair costs Polars more than the
+        # extra group-by key)
+        per_t = kept.group_by([*keys, NPAIRS]).agg(sums)
+        per_t = per_t.with_columns((pl.col(UNITS) * weight).alias(WEIGHT))
+        mine = per_t.group_by(keys).agg(pl.col(c).sum() for c in (ROWS, *names, UNITS, WEIGHT))
     else:
-        mine = kept.group_by(keys).agg(sums)
+        mine = kept.group_by(keys).agg(*sums, weigh)
     order = others.collect_schema().names()
     cast = [pl.col(c).cast(pl.Int64) for c in (ROWS, *names, UNITS, WEIGHT)]
     # a null key is a group of its own, NaN one group: group_by's equality, as in one pass
