@@ -429,9 +429,16 @@ def whole_units(
         # back would cost a second hash of every pair); a window's groups are group_by's
         npairs = pl.len().cast(pl.Int64).over(unit)
         most, total = pl.col(ROWS).max().over(unit), pl.col(ROWS).sum().over(unit)
-    whole = (npairs <= bounding.max_groups) & (most <= bounding.max_rows)
-    if bounding.max_rows_per_unit is not None:
-        whole = whole & (total <= bounding.max_rows_per_unit)
+    l1 = bounding.max_rows_per_unit
+    # a test implied by the L1 test is left out (a window less): a unit's pairs and its
+    # largest pair are at most its rows (the choice is the bounds', the flags the same)
+    whole = pl.lit(True)
+    if l1 is None or bounding.max_groups < l1:
+        whole = whole & (npairs <= bounding.max_groups)
+    if l1 is None or bounding.max_rows < l1:
+        whole = whole & (most <= bounding.max_rows)
+    if l1 is not None:
+        whole = whole & (total <= l1)
     pairs = pairs.with_columns(npairs.alias(NPAIRS), whole.alias("__whole"))
     flags = pairs.group_by(unit).agg(pl.col(NPAIRS).first(), pl.col("__whole").first())
     return pairs, flags
