@@ -183,6 +183,8 @@ _ROW = st.tuples(
     gaussian=st.booleans(),
     sort=st.booleans(),
     streaming=st.booleans(),
+    values=st.booleans(),
+    own=st.booleans(),
 )
 def test_split_equals_the_selection_on_small_tables(
     rows: list[tuple[Any, ...]],
@@ -191,27 +193,75 @@ def test_split_equals_the_selection_on_small_tables(
     gaussian: bool,
     sort: bool,
     streaming: bool,
+    values: bool,
+    own: bool,
 ) -> None:
-    # null, NaN and signed-zero units and keys, units at, below and beyond each bound
+    # null, NaN and signed-zero units and keys, units at, below and beyond each bound; with
+    # and without a value (without one, even the row hash is computed after the split); each
+    # row its own unit too (the row hash then numbers identical rows)
     linf, l0, l1 = bounds
     schema = {"user": pl.Float64, "key": pl.Float64, "k2": pl.String, "x": pl.Float64}
     df = pl.DataFrame(rows, schema=schema, orient="row")
     keys = ("key", "k2")[:nkeys]
-    q = dpf.Query(df, privacy_unit="user")
+    q = dpf.Query(df, privacy_unit=None if own else "user")
     if keys:
         gq = q.group_by(*keys, max_rows=linf, max_groups=l0, max_rows_per_unit=l1)
-        gq = gq.agg(dpf.count(), dpf.count_units(), dpf.sum("x", bounds=B))
+        aggs = [dpf.count(), dpf.count_units()] + ([dpf.sum("x", bounds=B)] if values else [])
+        gq = gq.agg(*aggs)
         plan = gq.explain(epsilon=1.0, delta=1e-6, selection="gaussian" if gaussian else None).plan
         bounding = Bounding(linf, l0, l1, False)
     else:
-        gq = q.agg(dpf.count(), dpf.mean("x", bounds=B), max_rows=linf, max_rows_per_unit=l1)
+        aggs = [dpf.count()] + ([dpf.mean("x", bounds=B)] if values else [])
+        gq = q.agg(*aggs, max_rows=linf, max_rows_per_unit=l1)
         plan = gq.explain(epsilon=1.0, delta=1e-6).plan
         bounding = Bounding(linf, 1, l1, False)
     layout = gq._layout()
     by = list(layout.keys)
-    prep = prepare(gq._source(), layout, plan, SEEDS, own_unit=False)
+    prep = prepare(gq._source(), layout, plan, SEEDS, own_unit=own)
     engine = "streaming" if streaming else "auto"
     got = bound(prep, layout, plan, bounding, streaming=streaming, sort=sort)[0]
     want = _bound(prep, layout, plan, bounding, streaming=streaming, sort=sort)[0]
     got, want = got.collect(engine=engine), want.collect(engine=engine)
     assert got.sort(by).equals(want.sort(by))
+    # hashes deferred to the rows beyond a bound: the same rows kept, the same integers
+    late = prepare(gq._source(), layout, plan, SEEDS, own_unit=own, defer=True)
+    lazy = bound(
+        late, layout, plan, bounding, streaming=streaming, sort=sort, seeds=SEEDS, occurrence=own
+    )[0]
+    assert lazy.collect(engine=engine).sort(by).equals(want.sort(by))
+
+
+@pytest.mark.parametrize("keys", [("key", "k2"), ()])
+@pytest.mark.parametrize("values", [True, False])
+def test_deferred_hashes_keep_the_rows_of_every_hash(keys: tuple[str, ...], values: bool) -> None:
+    # the larger table with units beyond every bound: prepare(defer=True) then bound adds the
+    # hashes to the selected units' rows; the totals are the selection's on the fully hashed
+    # rows, under several hash keys (the rows kept change with the key, the equality must not)
+    df = _table(11)
+    q = dpf.Query(df, privacy_unit="user")
+    if keys:
+        gq = q.group_by(*keys, max_rows=2, max_groups=2, max_rows_per_unit=3)
+        bounding = Bounding(2, 2, 3, False)
+        aggs = [dpf.count(), dpf.count_units()] + ([dpf.sum("x", bounds=B)] if values else [])
+        gq = gq.agg(*aggs)
+    else:
+        aggs = [dpf.count()] + ([dpf.sum("x", bounds=B)] if values else [])
+        gq = q.agg(*aggs, max_rows=3)
+        bounding = Bounding(3, 1, None, False)
+    plan = gq.explain(epsilon=1.0, delta=1e-6).plan
+    layout = gq._layout()
+    by = list(layout.keys)
+    totals = set()
+    for seeds in [SEEDS, (1, 2, 3, 4), (9, 10, 11, 12)]:
+        full = prepare(gq._source(), layout, plan, seeds, own_unit=False)
+        want = _bound(full, layout, plan, bounding)[0].collect().sort(by)
+        late = prepare(gq._source(), layout, plan, seeds, own_unit=False, defer=True)
+        assert "__g" not in late.collect_schema().names()
+        assert ("__h" in late.collect_schema().names()) == values
+        got = bound(late, layout, plan, bounding, seeds=seeds)[0].collect().sort(by)
+        assert got.equals(want)
+        sums = [m.measure.name for m in plan.measures if m.measure.kind == "value"]
+        totals.add(tuple(tuple(want[c]) for c in ["__rows", *sums]))
+    # the selection is exercised: another key keeps other rows (other sums, or other keys'
+    # counts where a unit's L0 keys change); a bare count keeps min(rows, L∞) whatever the key
+    assert len(totals) > 1 or not (values or keys)

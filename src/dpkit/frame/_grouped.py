@@ -319,8 +319,11 @@ class GroupedQuery:
         all_buckets: list[Any] | None = []
         for part in range(partitions):
             rows = unit_partition(src, by, int(seeds[2]), part, partitions)
-            prep = prepare(rows, layout, plan, seeds, own_unit=own)
-            totals, buckets = bound(prep, layout, plan, self._bounding, streaming=streaming)
+            prep = prepare(rows, layout, plan, seeds, own_unit=own, defer=True)
+            totals, buckets = bound(
+                prep, layout, plan, self._bounding, streaming=streaming, seeds=seeds,
+                occurrence=own,
+            )  # fmt: skip
             if buckets is None:
                 all_totals.append(totals.collect(engine=engine))
                 all_buckets = None

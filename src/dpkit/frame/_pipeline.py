@@ -20,7 +20,8 @@ unit (the streaming engine, Polars 2.x, buckets and ``L1``).
 
 A unit within every bound (at most ``L0`` pairs, ``L∞`` rows in each, ``L1`` rows in all) keeps
 all its rows whatever the hashes: it is summed from its pairs' totals, and only the other units'
-rows are sorted and ranked (:func:`bound`).
+rows are hashed (the pair hash always, the row hash where no value was rounded with it), sorted
+and ranked (:func:`bound`).
 
 Which rows survive depends only on that unit's own rows and the key — never on data order or on
 other units — so adding or removing one unit changes the bounded table by that unit's bounded
@@ -47,6 +48,7 @@ from dpkit.frame._selection import weights
 __all__ = [
     "ALL",
     "Layout",
+    "add_hashes",
     "bound",
     "bucket_column",
     "missing_rows",
@@ -155,8 +157,14 @@ def prepare(
     *,
     own_unit: bool,
     occurrence: bool = False,
+    defer: bool = False,
 ) -> Any:
     """Step 1: row-wise; the same function runs on each Arrow batch of the Spark engine.
+
+    ``defer``: the hashes only the selection reads are left out (the pair hash :data:`G`,
+    and the row hash :data:`H` where no value is rounded with it); :func:`bound` adds them,
+    by :func:`add_hashes`, to the rows of units beyond a bound only. They are the same
+    functions of the same columns either way, so the same rows are kept.
 
     Where each row is its own unit (``own_unit``: numbered here; ``occurrence``: numbered by the
     caller, with an :data:`OCC` column), the unit column (a row number given when the query was
@@ -174,8 +182,11 @@ def prepare(
         ok = [pl.col(c).is_not_null() for c in layout.values]
         ok += [pl.col(c).cast(pl.Float64).is_nan().not_() for c in layout.values]
         lf = lf.filter(pl.all_horizontal(ok))
+    occ = own_unit or occurrence
     # first: value measures round with the row hash
-    lf = lf.with_columns(row_hashes(layout, seeds, occurrence=own_unit or occurrence))
+    hashes = row_hashes(layout, seeds, occurrence=occ)
+    late = defer and not layout.values  # H reads the values: computed now where there are any
+    lf = lf.with_columns(hashes if not defer else [] if late else hashes[:1])
     cols: list[Any] = []
     for mn in plan.measures:
         m = mn.measure
@@ -184,7 +195,12 @@ def prepare(
         elif m.kind == "bucket":
             cols.append(_bucket(pl, m).alias(m.name))
     keep = [layout.unit, *layout.keys]
-    lf = lf.with_columns(cols).select([*keep, H, G, *(c.meta.output_name() for c in cols)])
+    if defer:  # what add_hashes reads: the occurrence number, if H is still to come
+        keep += [OCC] if late and occ else []
+        keep += [] if late else [H]
+    else:
+        keep += [H, G]
+    lf = lf.with_columns(cols).select([*keep, *(c.meta.output_name() for c in cols)])
     return lf.with_columns(
         _canonical(pl, k, t)
         for k, t in lf.collect_schema().items()
@@ -202,6 +218,15 @@ def row_hashes(layout: Layout, seeds: Sequence[int], *, occurrence: bool) -> lis
         hash_series(hashed, hash_key(s[0], s[3])).alias(H),
         hash_series([layout.unit, *layout.keys], hash_key(s[1], s[3])).alias(G),
     ]
+
+
+def add_hashes(lf: Any, layout: Layout, seeds: Sequence[int], *, occurrence: bool) -> Any:
+    """The hashes :func:`prepare` deferred (``defer=True``), added to ``lf``'s rows: :data:`G`,
+    and :data:`H` where it is not there; :data:`OCC` is then dropped."""
+    names = lf.collect_schema().names()
+    hashes = row_hashes(layout, seeds, occurrence=occurrence)
+    lf = lf.with_columns(hashes[1:] if H in names else hashes)
+    return lf.drop(OCC) if OCC in names else lf
 
 
 def _canonical(pl: Any, key: str, dtype: Any) -> Any:
@@ -298,8 +323,14 @@ def bound(
     *,
     streaming: bool = False,
     sort: bool | None = None,
+    seeds: Sequence[int] | None = None,
+    occurrence: bool = False,
 ) -> tuple[Any, Any]:
     """Steps 2–5: returns (per-key totals, per-(key, bucket) counts or None), both lazy.
+
+    ``prep`` from :func:`prepare`; with ``defer=True`` there, ``seeds`` (and ``occurrence``)
+    are prepare's, and the deferred hashes are computed here for the rows that reach the
+    selection only.
 
     A unit with at most ``L0`` (unit, key) pairs, at most ``L∞`` rows in each and at most
     ``L1`` rows in all keeps every row whatever the hashes: with an ``L1`` cap, or without keys
@@ -323,19 +354,31 @@ def bound(
     useful = bounding.max_rows_per_unit is not None or (
         layout.keys == (ALL,) and bounding.max_rows > 1
     )
+
+    def hashed(rows: Any) -> Any:
+        if seeds is None:  # prepared with every hash
+            return rows
+        return add_hashes(rows, layout, seeds, occurrence=occurrence)
+
     if not useful or buckets or any(plan.of(m).pair_clip is not None for m in values):
-        return _bound(prep, layout, plan, bounding, streaming=streaming, sort=sort)
+        return _bound(hashed(prep), layout, plan, bounding, streaming=streaming, sort=sort)
+    if not streaming:
+        # read twice below (the pairs, and the rows beyond a bound): prepared once, in memory,
+        # as the in-memory engine holds the rows anyway
+        prep = prep.collect().lazy()
     unit, keys = layout.unit, list(layout.keys)
     names = [m.name for m in values]
-    pairs, flags = whole_units(prep, layout, bounding, names)
-    selected = flags.filter(~pl.col("__whole")).select(unit)
+    pairs = whole_units(prep, layout, bounding, names)[0]
+    if not streaming:
+        pairs = pairs.collect().lazy()  # read twice: the units beyond a bound, and the others
+    selected = pairs.filter(~pl.col("__whole")).select(unit)
     # a null unit is one unit, as group_by forms it: the joins must match nulls, or its rows
     # would be dropped on either side of the split
     others, _ = _bound(
-        prep.join(selected, on=unit, how="semi", nulls_equal=True), layout, plan, bounding,
-        streaming=streaming, sort=sort,
+        hashed(prep.join(selected, on=unit, how="semi", nulls_equal=True)), layout, plan,
+        bounding, streaming=streaming, sort=sort,
     )  # fmt: skip
-    kept = pairs.join(flags.filter(pl.col("__whole")), on=unit, how="inner", nulls_equal=True)
+    kept = pairs.filter(pl.col("__whole"))
     zero = pl.lit(0, dtype=pl.Int64)
     if _gaussian_weights(plan):  # every pair of a whole unit is kept: t is its pairs
         l0 = bounding.max_groups
@@ -343,10 +386,21 @@ def bound(
         weight = pl.col(NPAIRS).replace_strict(list(range(1, l0 + 1)), w[1:], return_dtype=pl.Int64)
     else:
         weight = zero
-    mine = kept.group_by(keys).agg(
-        pl.col(ROWS).sum(), *(pl.col(n).sum() for n in names),
-        pl.len().cast(pl.Int64).alias(UNITS), weight.sum().cast(pl.Int64).alias(WEIGHT),
-    )  # fmt: skip
+    sums = [
+        pl.col(ROWS).sum(), *(pl.col(n).sum() for n in names), pl.len().cast(pl.Int64).alias(UNITS)
+    ]  # fmt: skip
+    weigh = weight.sum().cast(pl.Int64).alias(WEIGHT)
+    if layout.keys == (ALL,):  # one constant key: summed without a group-by (none if empty)
+        mine = kept.select(*sums, weigh, pl.first(ALL)).filter(pl.col(UNITS) > 0)
+    elif _gaussian_weights(plan):
+        # a pair's weight is a function of its unit's pairs t: summed per (key, t) first, then
+        # weighed on that small table (a look-up on every pair costs Polars more than the
+        # extra group-by key)
+        per_t = kept.group_by([*keys, NPAIRS]).agg(sums)
+        per_t = per_t.with_columns((pl.col(UNITS) * weight).alias(WEIGHT))
+        mine = per_t.group_by(keys).agg(pl.col(c).sum() for c in (ROWS, *names, UNITS, WEIGHT))
+    else:
+        mine = kept.group_by(keys).agg(*sums, weigh)
     order = others.collect_schema().names()
     cast = [pl.col(c).cast(pl.Int64) for c in (ROWS, *names, UNITS, WEIGHT)]
     # a null key is a group of its own, NaN one group: group_by's equality, as in one pass
@@ -357,28 +411,37 @@ def bound(
 def whole_units(
     prep: Any, layout: Layout, bounding: Bounding, names: Sequence[str] = ()
 ) -> tuple[Any, Any]:
-    """(each (unit, key) pair's rows and sums of ``names``; each unit's number of pairs
-    :data:`NPAIRS` and whether every bound keeps all its rows, ``__whole``), both lazy."""
+    """(each (unit, key) pair's rows and sums of ``names``, with its unit's number of pairs
+    :data:`NPAIRS` and whether every bound keeps all the unit's rows, ``__whole``; the same
+    two per unit), both lazy."""
     pl = polars()
     unit, keys = layout.unit, list(layout.keys)
-    pairs = prep.group_by([unit, *keys]).agg(
-        pl.len().cast(pl.Int64).alias(ROWS), *(pl.col(n).sum() for n in names)
-    )
-    # computed once: both the units' flags and the whole units' totals read it
-    pairs = pairs.cache()
+    per_pair = [pl.len().cast(pl.Int64).alias(ROWS), *(pl.col(n).sum() for n in names)]
     if layout.keys == (ALL,):  # no group-by: a unit's one pair holds all its rows
-        units = pairs.select(unit, pl.lit(1, dtype=pl.Int64).alias(NPAIRS), pl.col(ROWS))
+        # grouped by the unit alone (a constant second key costs Polars twice the time)
+        pairs = prep.group_by(unit).agg(per_pair)
+        pairs = pairs.with_columns(pl.lit(0, dtype=prep.collect_schema()[ALL]).alias(ALL))
+        npairs = pl.lit(1, dtype=pl.Int64)
         most = total = pl.col(ROWS)
     else:
-        units = pairs.group_by(unit).agg(
-            pl.len().cast(pl.Int64).alias(NPAIRS), pl.col(ROWS).max().alias("__pmax"),
-            pl.col(ROWS).sum(),
-        )  # fmt: skip
-        most, total = pl.col("__pmax"), pl.col(ROWS)
-    whole = (pl.col(NPAIRS) <= bounding.max_groups) & (most <= bounding.max_rows)
-    if bounding.max_rows_per_unit is not None:
-        whole = whole & (total <= bounding.max_rows_per_unit)
-    return pairs, units.select(unit, NPAIRS, whole.alias("__whole"))
+        pairs = prep.group_by([unit, *keys]).agg(per_pair)
+        # the unit's figures on each of its pairs, by windows (a group-by per unit and a join
+        # back would cost a second hash of every pair); a window's groups are group_by's
+        npairs = pl.len().cast(pl.Int64).over(unit)
+        most, total = pl.col(ROWS).max().over(unit), pl.col(ROWS).sum().over(unit)
+    l1 = bounding.max_rows_per_unit
+    # a test implied by the L1 test is left out (a window less): a unit's pairs and its
+    # largest pair are at most its rows (the choice is the bounds', the flags the same)
+    whole = pl.lit(True)
+    if l1 is None or bounding.max_groups < l1:
+        whole = whole & (npairs <= bounding.max_groups)
+    if l1 is None or bounding.max_rows < l1:
+        whole = whole & (most <= bounding.max_rows)
+    if l1 is not None:
+        whole = whole & (total <= l1)
+    pairs = pairs.with_columns(npairs.alias(NPAIRS), whole.alias("__whole"))
+    flags = pairs.group_by(unit).agg(pl.col(NPAIRS).first(), pl.col("__whole").first())
+    return pairs, flags
 
 
 def _bound(
