@@ -41,7 +41,7 @@ def test_a_key_named_like_the_constant_key_is_refused_before_any_charge(l1: int 
     assert int(rows["__rows"].sum()) == 1
 
 
-@pytest.mark.parametrize("name", sorted(WORKING))
+@pytest.mark.parametrize("name", [*sorted(WORKING), "__y0", "__y12"])
 def test_every_working_name_is_refused_as_a_key_or_a_value(name: str) -> None:
     q = dpf.Query(ONE_PERSON.rename({"k": name, "x": f"{name}x"}), privacy_unit="user")
     with pytest.raises(DataError, match="working columns"):

@@ -35,6 +35,7 @@ equal in every hashed column, so ties cannot change a result.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -109,7 +110,8 @@ def check_working(columns: Sequence[str], measures: Sequence[Measure]) -> None:
     """Refuse keys and aggregated ``columns`` named like a working column (:data:`WORKING`) or
     like a ``measures``' fixed-point column: from the query's names alone, before any charge."""
     taken = WORKING | {m.name for m in measures}
-    if any(c in taken for c in columns):
+    # and the Spark engine's per-measure columns before rounding, __y0, __y1, ...
+    if any(c in taken or re.fullmatch(r"__y[0-9]+", c) for c in columns):
         raise DataError(
             "a key or aggregated column is named like one of the bounding's working columns "
             "(such as '__all', '__h', '__rows', or a value's '__plain_...'); rename it."
