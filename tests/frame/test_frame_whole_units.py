@@ -7,6 +7,7 @@ whose equality is subtle (null, NaN, −0.0) and with the selection weights of p
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import numpy as np
@@ -265,3 +266,50 @@ def test_deferred_hashes_keep_the_rows_of_every_hash(keys: tuple[str, ...], valu
     # the selection is exercised: another key keeps other rows (other sums, or other keys'
     # counts where a unit's L0 keys change); a bare count keeps min(rows, L∞) whatever the key
     assert len(totals) > 1 or not (values or keys)
+
+
+_KEY_KINDS: dict[str, tuple[list[Any], Any]] = {
+    "enum": (["x", "y", None], pl.Enum(["x", "y", "z"])),
+    "categorical": (["x", "", None], pl.Categorical),
+    "date": ([dt.date(2020, 1, 1), dt.date(1960, 5, 5), None], pl.Date),
+    "float32": ([-0.0, 0.0, float("nan"), None, 2.0], pl.Float32),
+    "boolean": ([True, False, None], pl.Boolean),
+    "int8": ([-128, 0, 127, None], pl.Int8),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_KEY_KINDS))
+def test_deferred_hashes_on_every_key_type_and_extreme_values(kind: str) -> None:
+    # keys of each hashed type (the pair hash is computed after prepare's canonical float key),
+    # values far beyond the bounds and subnormal (the row hash rounds them), duplicate rows,
+    # persons at, below and one past each bound (1 to 6 rows): the deferred hashes keep the
+    # rows of the fully hashed selection, with the Gaussian selection weights
+    g = np.random.default_rng(len(kind))
+    pool, dtype = _KEY_KINDS[kind]
+    sizes = g.integers(1, 7, 60)
+    n = int(sizes.sum())
+    xs = [1e300, -1e300, 5e-324, -0.0, 49.5, 3.25]
+    df = pl.DataFrame(
+        {
+            "user": np.repeat(np.arange(sizes.size), sizes),
+            "k": pl.Series([pool[i] for i in g.integers(0, len(pool), n)], dtype=dtype),
+            "x": [xs[i] for i in g.integers(0, len(xs), n)],
+        }
+    )
+    df = pl.concat([df, df.head(40)])  # duplicate rows
+    for l1, values in [(3, True), (4, False)]:
+        gq = dpf.Query(df, privacy_unit="user").group_by(
+            "k", max_rows=2, max_groups=2, max_rows_per_unit=l1
+        )
+        aggs = [dpf.count(), dpf.count_units()] + ([dpf.sum("x", bounds=B)] if values else [])
+        gq = gq.agg(*aggs)
+        plan = gq.explain(epsilon=1.0, delta=1e-6, selection="gaussian").plan
+        layout = gq._layout()
+        bounding = Bounding(2, 2, l1, False)
+        full = prepare(gq._source(), layout, plan, SEEDS, own_unit=False)
+        want = _bound(full, layout, plan, bounding)[0].collect().sort("k")
+        late = prepare(gq._source(), layout, plan, SEEDS, own_unit=False, defer=True)
+        got = bound(late, layout, plan, bounding, seeds=SEEDS)[0].collect().sort("k")
+        assert got.equals(want)
+        flags = whole_units(full, layout, bounding)[1].collect()
+        assert 0 < int(flags["__whole"].sum()) < flags.height  # both sides of the split

@@ -17,7 +17,15 @@ from dpkit.frame._engine import as_lazy, polars
 from dpkit.frame._explain import Explanation, FrameRelease
 from dpkit.frame._finish import finish, public_totals
 from dpkit.frame._partition import combine, unit_partition
-from dpkit.frame._pipeline import ALL, ROWS, Layout, bound, missing_rows, prepare
+from dpkit.frame._pipeline import (
+    ALL,
+    ROWS,
+    Layout,
+    bound,
+    check_working,
+    missing_rows,
+    prepare,
+)
 from dpkit.frame._selection import key_selection
 from dpkit.frame._spark import spark_refuse_missing, spark_schema_check, spark_totals
 from dpkit.frame._table import RESERVED, UNIT_ID, Table, check_unreserved, payer, schema_names
@@ -98,6 +106,10 @@ class GroupedQuery:
         check_output_names(by, aggs)
         # the identity column is the bounding's, not a key or a value
         check_unreserved([*by, *(c for a in aggs for c in a.columns)], "the keys and aggregations")
+        # nor may they be named like a column the bounding writes beside them
+        check_working(
+            [*by, *(c for a in aggs for c in a.columns)], [m for a in aggs for m in a.measures()]
+        )
         self._aggs = aggs
         self._public = None if public_keys is None else self._public_frame(public_keys)
         if not by:

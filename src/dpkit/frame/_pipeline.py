@@ -35,10 +35,12 @@ equal in every hashed column, so ties cannot change a result.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dpkit.errors import DataError
 from dpkit.frame._aggs import Measure
 from dpkit.frame._calibrate import Bounding, NoisePlan
 from dpkit.frame._engine import polars
@@ -47,10 +49,12 @@ from dpkit.frame._selection import weights
 
 __all__ = [
     "ALL",
+    "WORKING",
     "Layout",
     "add_hashes",
     "bound",
     "bucket_column",
+    "check_working",
     "missing_rows",
     "pack_min",
     "prepare",
@@ -63,6 +67,17 @@ ALL = "__all"  # the constant key of an aggregate without group-by
 H, G, UNITS, ROWS, WEIGHT = "__h", "__g", "__units", "__rows", "__weight"
 OCC = "__occ"  # a row's occurrence number among identical rows (each row its own unit)
 NPAIRS = "__npairs"  # a unit's number of (unit, key) pairs
+WHOLE = "__whole"  # whether every bound keeps all of a unit's rows
+# Every column the bounding (on either engine) and the release write beside the keys and values:
+# a key or value of one of these names would be overwritten, or taken for it (a key named ALL
+# made a grouped query one without keys, whose L0 is never applied), so they are refused as
+# names of keys and aggregated columns (:func:`check_working`), from the schema alone.
+WORKING = frozenset(
+    {ALL, H, G, UNITS, ROWS, WEIGHT, OCC, NPAIRS, WHOLE}
+    | {"__nu", "__np", "__i", "__p", "__gr", "__rr", "__keep", "__t"}  # the selection's
+    | {"__measure", "__bucket", "__count", "__missing"}  # buckets and the checks
+    | {"__groups", "__most", "__rn"}  # the Spark engine's
+)
 
 
 @dataclass(frozen=True)
@@ -89,6 +104,18 @@ def pack_min(h: Any, t: Any) -> Any:
     pl = polars()
     packed = (h & pl.lit(-_LOW, dtype=pl.Int64)) | (t + _HALF)
     return (packed.min() & pl.lit(_LOW - 1, dtype=pl.Int64)) - _HALF
+
+
+def check_working(columns: Sequence[str], measures: Sequence[Measure]) -> None:
+    """Refuse keys and aggregated ``columns`` named like a working column (:data:`WORKING`) or
+    like a ``measures``' fixed-point column: from the query's names alone, before any charge."""
+    taken = WORKING | {m.name for m in measures}
+    # and the Spark engine's per-measure columns before rounding, __y0, __y1, ...
+    if any(c in taken or re.fullmatch(r"__y[0-9]+", c) for c in columns):
+        raise DataError(
+            "a key or aggregated column is named like one of the bounding's working columns "
+            "(such as '__all', '__h', '__rows', or a value's '__plain_...'); rename it."
+        )
 
 
 def missing_rows(values: Sequence[str]) -> Any:
@@ -371,14 +398,14 @@ def bound(
     pairs = whole_units(prep, layout, bounding, names)[0]
     if not streaming:
         pairs = pairs.collect().lazy()  # read twice: the units beyond a bound, and the others
-    selected = pairs.filter(~pl.col("__whole")).select(unit)
+    selected = pairs.filter(~pl.col(WHOLE)).select(unit)
     # a null unit is one unit, as group_by forms it: the joins must match nulls, or its rows
     # would be dropped on either side of the split
     others, _ = _bound(
         hashed(prep.join(selected, on=unit, how="semi", nulls_equal=True)), layout, plan,
         bounding, streaming=streaming, sort=sort,
     )  # fmt: skip
-    kept = pairs.filter(pl.col("__whole"))
+    kept = pairs.filter(pl.col(WHOLE))
     zero = pl.lit(0, dtype=pl.Int64)
     if _gaussian_weights(plan):  # every pair of a whole unit is kept: t is its pairs
         l0 = bounding.max_groups
@@ -439,8 +466,8 @@ def whole_units(
         whole = whole & (most <= bounding.max_rows)
     if l1 is not None:
         whole = whole & (total <= l1)
-    pairs = pairs.with_columns(npairs.alias(NPAIRS), whole.alias("__whole"))
-    flags = pairs.group_by(unit).agg(pl.col(NPAIRS).first(), pl.col("__whole").first())
+    pairs = pairs.with_columns(npairs.alias(NPAIRS), whole.alias(WHOLE))
+    flags = pairs.group_by(unit).agg(pl.col(NPAIRS).first(), pl.col(WHOLE).first())
     return pairs, flags
 
 
