@@ -29,6 +29,7 @@ import numpy.typing as npt
 from dpkit._missing import Missing, check_missing
 from dpkit.errors import DataError
 from dpkit.release._domain import Domain
+from dpkit.release._marginals import sub_marginal
 
 __all__ = ["BATCH_ROWS", "ScanCodes", "is_scan", "needed_marginals", "scan_codes"]
 
@@ -131,15 +132,10 @@ class ScanCodes:
 
     def marginal(self, shape: Sequence[int], cols: Sequence[int]) -> IntArray:
         """Exact counts per cell of the marginal on ``cols`` (in that order)."""
-        want = tuple(int(c) for c in cols)
-        for s, table in self._tables.items():
-            if set(want) <= set(s):
-                drop = tuple(i for i, c in enumerate(s) if c not in want)
-                summed = table.sum(axis=drop) if drop else table
-                kept = [c for c in s if c in want]
-                out: IntArray = np.transpose(summed, [kept.index(c) for c in want])
-                return np.ascontiguousarray(out, dtype=np.int64)
-        key = tuple(sorted(want))
+        got = sub_marginal(self._tables, cols)
+        if got is not None:
+            return got
+        key = tuple(sorted(int(c) for c in cols))
         self._tables.update(self._count([key]))
         return self.marginal(shape, cols)  # shape: the domain's, fixed at encoding
 

@@ -387,21 +387,20 @@ class Synthesizer:
             removed before the fit, a per-record filter covered by the sensitivities under both
             relations, as for a category with no ``other``.
         """
-        if is_spark(data):  # encoded where the data are; each marginal one Spark job
-            spark_codes = encode_spark(self.domain, data, missing)
-            try:
-                return self._fit(spark_codes, accountant, rng, progress, "numpy")
-            finally:
-                spark_codes.release()
-        if is_scan(data):  # streamed in batches; every marginal the fit needs in one pass
+        if is_spark(data) or is_scan(data):
+            # counted where the data are, every marginal the fit may read in one pass
             sets = needed_marginals(
                 self.method, self.estimator, self.domain.shape, self.workload, self.max_cells
             )
-            scanned = scan_codes(self.domain, data, missing, sets)
+            counted = (
+                encode_spark(self.domain, data, missing, sets)
+                if is_spark(data)
+                else scan_codes(self.domain, data, missing, sets)
+            )
             try:
-                return self._fit(scanned, accountant, rng, progress, "polars")
+                return self._fit(counted, accountant, rng, progress, _kind(data))
             finally:
-                scanned.release()
+                counted.release()
         codes = self.domain.encode(data, missing)
         return self._fit(codes, accountant, rng, progress, _kind(data))
 
