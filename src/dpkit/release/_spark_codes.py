@@ -110,27 +110,17 @@ def _grouped_counts(
     return out
 
 
-def _numeric_value(f: Any, x: Any, col: Numeric) -> tuple[Any, Any]:
-    """Whether the value is missing, and the value clamped (and rounded) as in memory."""
+def _numeric(f: Any, x: Any, col: Numeric) -> Any:
     missing = x.isNull() | f.isnan(x)
     v = f.least(f.greatest(x, f.lit(float(col.lo))), f.lit(float(col.hi)))
     if col.integer:
         v = f.rint(v)
-    return missing, v
-
-
-def _numeric(f: Any, v: Any, col: Numeric) -> Any:
-    """The cell of a clamped value ``v``, a column of its own: Spark computes it once, and the
-    cell is a plain sum of comparisons, not a ``CASE`` over missing values (those records are
-    told apart by their state and never counted), so the generated code stays small."""
     pos = f.lit(0).cast("long")
     for e in col.bin_edges:
         pos = pos + (v >= f.lit(float(e))).cast("long")
     cell = f.least(f.greatest(pos - 1, f.lit(0)), f.lit(col.bins - 1)) + len(col.atoms)
-    if not col.atoms:
-        return cell.cast("long")
-    out = f.when(v == f.lit(float(col.atoms[0])), f.lit(0))
-    for i, a in enumerate(col.atoms[1:], start=1):  # distinct: at most one matches
+    out = f.when(missing, f.lit(MISSING))
+    for i, a in enumerate(col.atoms):  # distinct: at most one matches
         out = out.when(v == f.lit(float(a)), f.lit(i))
     return out.otherwise(cell).cast("long")
 
@@ -179,28 +169,20 @@ def encode_spark(
     absent = [n for n in domain.names if n not in fields]
     if absent:
         raise DataError(f"the table lacks the domain's column(s) {absent}.")
-    values, exprs, missing_flags = [], [], []
+    exprs = []
     for i, name in enumerate(domain.names):
         col = domain.columns[name]
         if isinstance(col, Numeric):
             t = importlib.import_module("pyspark.sql.types")
             if not isinstance(fields[name], t.NumericType | t.BooleanType):
                 raise DataError(f"column {name!r} must be numeric, not {fields[name]}.")
-            missing_i, v = _numeric_value(f, f.col(name).cast("double"), col)
-            values += [missing_i.alias(f"m{i}"), v.alias(f"v{i}")]
-            exprs.append(_numeric(f, f.col(f"v{i}"), col).alias(f"c{i}"))
-            missing_flags.append(f.col(f"m{i}"))
+            exprs.append(_numeric(f, f.col(name).cast("double"), col).alias(f"c{i}"))
         else:
-            values.append(f.col(name).alias(f"x{i}"))
-            cat = _categorical(f, f.col(f"x{i}"), col, fields[name], name)
-            exprs.append(cat.alias(f"c{i}"))
-            missing_flags.append(f.col(f"c{i}") == f.lit(MISSING))
-    df = df.select(*values)
+            exprs.append(_categorical(f, f.col(name), col, fields[name], name).alias(f"c{i}"))
     cells = [f.col(f"c{i}") for i in range(len(domain.names))]
-    state: Any = f.when(_any(f, missing_flags), f.lit(_MISSING))
+    state: Any = f.when(_any(f, [c == f.lit(MISSING) for c in cells]), f.lit(_MISSING))
     state = state.when(_any(f, [c < f.lit(0) for c in cells]), f.lit(_DROPPED))
-    codes = df.select(*exprs, *(f.col(f"m{i}") for i in range(len(cells)) if f"m{i}" in df.columns))
-    codes = codes.withColumn(_STATE, state.otherwise(f.lit(_KEPT)))
+    codes = df.select(*exprs).withColumn(_STATE, state.otherwise(f.lit(_KEPT)))
     if sets is None:
         sets = [(c,) for c in range(len(domain.names))]
     # Every record is encoded and counted now, before the fit charges: a record that makes the
