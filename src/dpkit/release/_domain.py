@@ -351,21 +351,30 @@ class Domain:
         (``missing="raise"``, the default) or dropped (``missing="drop"``); dropping, like an
         unlisted category, is a per-record filter (see :class:`Categorical`).
         """
+        by_column = self.encode_columns(data, missing)
+        if not by_column:
+            return np.zeros((0, len(self.names)), dtype=np.int64)
+        out: IntArray = np.stack(by_column, axis=1)
+        return out
+
+    def encode_columns(self, data: object, missing: Missing = MISSING_DEFAULT) -> list[IntArray]:
+        """:meth:`encode`'s cell indices, one array per column (the records kept, in order)."""
         policy = check_missing(missing)
         cols = table_columns(data, self.names)
         if not cols:
-            return np.zeros((0, len(self.names)), dtype=np.int64)
+            return []
         sizes = {v.shape[0] for v in cols.values()}
         if len(sizes) != 1:
             raise DataError("every column must have the same number of records.")
-        codes = np.stack([self.columns[k].encode(cols[k], k) for k in self.names], axis=1)
+        codes = [self.columns[k].encode(cols[k], k) for k in self.names]
         # Every column is encoded before any record is refused or dropped, so which error is
         # raised does not depend on the order of the checks.
-        if policy == "raise" and bool(np.any(codes == MISSING)):
+        if policy == "raise" and any(bool(np.any(c == MISSING)) for c in codes):
             raise missing_error("the table")
-        keep = np.all(codes >= 0, axis=1)  # neither DROPPED nor MISSING
-        out: IntArray = codes if bool(keep.all()) else codes[keep]
-        return out
+        keep = np.ones(sizes.pop(), dtype=bool)
+        for c in codes:
+            keep &= c >= 0  # neither DROPPED nor MISSING
+        return codes if bool(keep.all()) else [c[keep] for c in codes]
 
     def spec(self) -> dict[str, Any]:
         """A JSON-ready description, read back by :meth:`from_spec`."""

@@ -10,7 +10,7 @@ Under add/remove neighbours one record moves one cell by one, so the table has â
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +26,7 @@ __all__ = [
     "marginal",
     "measure",
     "noisy_counts",
+    "sub_marginal",
     "tvd",
 ]
 
@@ -53,7 +54,8 @@ def marginal(codes: IntArray, shape: Sequence[int], cols: Sequence[int]) -> IntA
     """Exact counts of the records in each cell of the marginal on ``cols``.
 
     ``codes`` may also be a table encoded on Spark
-    (:class:`~dpkit.release._spark_codes.SparkCodes`): the marginal is one Spark aggregation."""
+    (:class:`~dpkit.release._spark_codes.SparkCodes`) or streamed from Parquet
+    (:class:`~dpkit.release._scan_codes.ScanCodes`): counted where the data are."""
     if hasattr(codes, "marginal"):
         return codes.marginal(shape, cols)  # type: ignore[no-any-return]
     dims = tuple(int(shape[c]) for c in cols)
@@ -62,6 +64,22 @@ def marginal(codes: IntArray, shape: Sequence[int], cols: Sequence[int]) -> IntA
         return np.zeros(dims, dtype=np.int64)
     flat = np.ravel_multi_index(tuple(codes[:, c] for c in cols), dims)
     return np.bincount(flat, minlength=size).astype(np.int64).reshape(dims)
+
+
+def sub_marginal(
+    tables: Mapping[tuple[int, ...], IntArray], cols: Sequence[int]
+) -> IntArray | None:
+    """The marginal on ``cols`` (in that order) summed from a stored table on a superset of
+    them (exact int64 sums), or None when none is stored."""
+    want = tuple(int(c) for c in cols)
+    for s, table in tables.items():
+        if set(want) <= set(s):
+            drop = tuple(i for i, c in enumerate(s) if c not in want)
+            summed = table.sum(axis=drop) if drop else table
+            kept = [c for c in s if c in want]
+            out: IntArray = np.transpose(summed, [kept.index(c) for c in want])
+            return np.ascontiguousarray(out, dtype=np.int64)
+    return None
 
 
 @dataclass(frozen=True)

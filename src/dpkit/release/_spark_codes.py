@@ -5,9 +5,13 @@ marginal counts of the encoded table. For a PySpark DataFrame the table is encod
 are, by SQL expressions that give every record the cell :meth:`Domain.encode
 <dpkit.release.Domain.encode>` gives it (clamp to ``[lo, hi]``, ``rint`` for integer columns —
 NumPy's ``round`` is half-even too — then the bin from the edges, atoms first; a category by
-equality, ``other`` or dropped); each marginal is then one ``groupBy().count()`` of the cached
-codes, collected as a small dense table to the driver, where the model is fitted with the code of
-the single-machine path. Same data and seed: the same model and the same synthetic data.
+equality, ``other`` or dropped). Every marginal the fit may read (known from public parameters,
+:func:`~dpkit.release._scan_codes.needed_marginals`) is then counted in one Spark job, a ``GROUP
+BY GROUPING SETS`` aggregation with each record's state (kept, dropped, missing) in every set:
+one pass over the data, one shuffle of the small partial counts, and the missing-value check in
+the same job, all before the charge. The small dense tables are collected to the driver, where
+the model is fitted with the code of the single-machine path (a subset's counts summed from a
+superset's). Same data and seed: the same model and the same synthetic data.
 
 A categorical column on Spark must be a string column with string categories, or a numeric or
 boolean column with numeric categories (compared as Python compares them: ``1 == 1.0 ==
@@ -28,10 +32,15 @@ import numpy.typing as npt
 from dpkit._missing import Missing, check_missing, missing_error
 from dpkit.errors import DataError
 from dpkit.release._domain import DROPPED, MISSING, Categorical, Domain, Numeric
+from dpkit.release._marginals import sub_marginal
 
 __all__ = ["SparkCodes", "encode_spark", "is_spark"]
 
 IntArray = npt.NDArray[np.int64]
+Cols = tuple[int, ...]
+
+_STATE = "state"  # each record's: kept, dropped (a category with no place) or missing
+_KEPT, _DROPPED, _MISSING = 0, 1, 2
 
 
 def is_spark(data: object) -> bool:
@@ -48,30 +57,57 @@ def _failure(exc: BaseException) -> DataError:
 
 
 class SparkCodes:
-    """The encoded records of a Spark table (cached on the executors), read by marginals."""
+    """Exact marginal counts of a Spark table, counted by one aggregation on the executors."""
 
-    def __init__(self, codes: Any, width: int) -> None:
-        self._codes = codes
-        self._width = width
-        self.shape = (-1, width)  # the number of records is private: never counted on its own
+    def __init__(self, codes: Any, shape: Sequence[int], tables: dict[Cols, IntArray]) -> None:
+        self._codes = codes  # every record's cells and state (not cached: read again if needed)
+        self._shape = tuple(int(d) for d in shape)
+        self._tables = tables
+        self.shape = (-1, len(shape))  # the number of records is private: never counted alone
 
     def marginal(self, shape: Sequence[int], cols: Sequence[int]) -> IntArray:
-        """Exact counts per cell of the marginal on ``cols``: one Spark aggregation."""
-        f = importlib.import_module("pyspark.sql.functions")
-        dims = tuple(int(shape[c]) for c in cols)
-        out = np.zeros(dims, dtype=np.int64)
-        names = [f"c{c}" for c in cols]
-        try:
-            rows = self._codes.groupBy(*names).agg(f.count(f.lit(1)).alias("n")).collect()
-        except Exception as exc:
-            raise _failure(exc) from None
-        for r in rows:
-            out[tuple(int(r[n]) for n in names)] = int(r["n"])
-        return out
+        """Exact counts per cell of the marginal on ``cols``: from the counted tables, or (a
+        marginal outside them) one more Spark aggregation."""
+        got = sub_marginal(self._tables, cols)
+        if got is not None:
+            return got
+        key = tuple(sorted(int(c) for c in cols))
+        self._tables.update(_grouped_counts(self._codes, self._shape, [key], "drop"))
+        return self.marginal(shape, cols)
 
     def release(self) -> None:
-        """Drop the cached codes from the executors."""
-        self._codes.unpersist()
+        """Drop the count tables."""
+        self._tables = {}
+
+
+def _grouped_counts(
+    codes: Any, shape: Sequence[int], sets: Sequence[Cols], missing: Missing
+) -> dict[Cols, IntArray]:
+    """The kept records' counts on every set of ``sets``, in one job; under ``"raise"`` a
+    record with a missing value is refused (every record is in every set)."""
+    grouping = ", ".join("(" + ", ".join([_STATE, *(f"c{c}" for c in s)]) + ")" for s in sets)
+    cols = ", ".join(f"c{c}" for c in sorted({c for s in sets for c in s}))
+    query = (
+        f"SELECT {_STATE}, {cols}, COUNT(1) AS n FROM {{codes}} GROUP BY GROUPING SETS ({grouping})"
+    )
+    out = {s: np.zeros(tuple(int(shape[c]) for c in s), dtype=np.int64) for s in sets}
+    by_cols = {frozenset(s): s for s in sets}
+    try:
+        rows = codes.sparkSession.sql(query, codes=codes).collect()
+    except Exception as exc:
+        raise _failure(exc) from None
+    found_missing = False
+    for r in rows:
+        state = int(r[_STATE])
+        if state != _KEPT:
+            found_missing |= state == _MISSING
+            continue
+        # codes are never null, so the non-null columns name the grouping set
+        s = by_cols[frozenset(int(k[1:]) for k in r.asDict() if k[0] == "c" and r[k] is not None)]
+        out[s][tuple(int(r[f"c{c}"]) for c in s)] = int(r["n"])
+    if missing == "raise" and found_missing:
+        raise missing_error("the table")
+    return out
 
 
 def _numeric(f: Any, x: Any, col: Numeric) -> Any:
@@ -121,9 +157,12 @@ def _categorical(f: Any, x: Any, col: Categorical, dtype: Any, name: str) -> Any
     return out.otherwise(f.lit(fallback)).cast("long")
 
 
-def encode_spark(domain: Domain, df: Any, missing: Missing) -> SparkCodes:
-    """The cell codes of a Spark table, with the missing-value policy applied (one job under
-    ``"raise"``, before anything is charged), cached for the marginals."""
+def encode_spark(
+    domain: Domain, df: Any, missing: Missing, sets: Sequence[Cols] | None = None
+) -> SparkCodes:
+    """The cell codes of a Spark table and the exact counts of the marginals ``sets`` (default:
+    the one-way marginals) of its kept records, in one job that reads every record, applies
+    the missing-value policy and counts, before anything is charged."""
     f = importlib.import_module("pyspark.sql.functions")
     policy = check_missing(missing)
     fields = {fld.name: fld.dataType for fld in df.schema.fields}
@@ -140,30 +179,21 @@ def encode_spark(domain: Domain, df: Any, missing: Missing) -> SparkCodes:
             exprs.append(_numeric(f, f.col(name).cast("double"), col).alias(f"c{i}"))
         else:
             exprs.append(_categorical(f, f.col(name), col, fields[name], name).alias(f"c{i}"))
-    codes = df.select(*exprs)
-    cols = [f.col(f"c{i}") for i in range(len(domain.names))]
-    if policy == "raise":
-        bad: Any = f.lit(False)
-        for c in cols:
-            bad = bad | (c == f.lit(MISSING))
-        try:
-            found = codes.filter(bad).limit(1).count()
-        except Exception as exc:
-            raise _failure(exc) from None
-        if found:
-            raise missing_error("the table")
-    keep: Any = f.lit(True)
-    for c in cols:
-        keep = keep & (c >= f.lit(0))
-    kept = codes.filter(keep)
-    try:
-        # Every record is encoded (and cached) now, before the fit charges: a record that makes
-        # the input fail (an ANSI cast of a bad string upstream, an unreadable file) fails here,
-        # uncharged and with Spark's message withheld, not in a marginal after the charge. The
-        # count itself is discarded (the number of records is private).
-        kept = kept.cache()
-        kept.count()
-    except Exception as exc:
-        kept.unpersist()
-        raise _failure(exc) from None
-    return SparkCodes(kept, len(domain.names))
+    cells = [f.col(f"c{i}") for i in range(len(domain.names))]
+    state: Any = f.when(_any(f, [c == f.lit(MISSING) for c in cells]), f.lit(_MISSING))
+    state = state.when(_any(f, [c < f.lit(0) for c in cells]), f.lit(_DROPPED))
+    codes = df.select(*exprs).withColumn(_STATE, state.otherwise(f.lit(_KEPT)))
+    if sets is None:
+        sets = [(c,) for c in range(len(domain.names))]
+    # Every record is encoded and counted now, before the fit charges: a record that makes the
+    # input fail (an ANSI cast of a bad string upstream, an unreadable file) fails here,
+    # uncharged and with Spark's message withheld. No total is ever read on its own.
+    tables = _grouped_counts(codes, domain.shape, sets, policy)
+    return SparkCodes(codes, domain.shape, tables)
+
+
+def _any(f: Any, conds: Sequence[Any]) -> Any:
+    out: Any = f.lit(False)
+    for c in conds:
+        out = out | c
+    return out

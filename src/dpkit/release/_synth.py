@@ -26,6 +26,7 @@ from dpkit.random import RNGLike, as_generator
 from dpkit.release._domain import Domain
 from dpkit.release._graphical import BayesNet
 from dpkit.release._marginals import check_cells
+from dpkit.release._scan_codes import is_scan, needed_marginals, scan_codes
 from dpkit.release._spark_codes import encode_spark, is_spark
 from dpkit.release._synth_aim import RoundRecord, fit_aim, fit_mst_pgm
 from dpkit.release._synth_fit import fit_model
@@ -364,14 +365,16 @@ class Synthesizer:
 
         Parameters
         ----------
-        data : DataFrame (pandas or Polars), mapping of columns, or 2-d array
-            The private table. Numeric values are clamped to their bounds; a category outside
-            a column's list goes to its ``other`` or, without one, the record is dropped
-            (:class:`Categorical`: the sensitivities cover both relations). Neither is ever
-            refused, so whether the fit succeeds does not depend on any record's value; ±inf is
-            clamped like any far value. Only missing values (NaN, None, a non-number in a
-            numeric column) follow ``missing=``. An empty table is valid and answered with
-            noise.
+        data : DataFrame, mapping of columns, 2-d array, Parquet path or LazyFrame
+            The private table (pandas, Polars or PySpark). A Parquet path (a file, directory
+            or glob) or a Polars ``LazyFrame`` is streamed in batches, every marginal the fit
+            needs counted in one pass: memory does not grow with the number of rows.
+            Numeric values are clamped to their bounds; a category outside a column's list
+            goes to its ``other`` or, without one, the record is dropped (:class:`Categorical`:
+            the sensitivities cover both relations). Neither is ever refused, so whether the
+            fit succeeds does not depend on any record's value; ±inf is clamped like any far
+            value. Only missing values (NaN, None, a non-number in a numeric column) follow
+            ``missing=``. An empty table is valid and answered with noise.
         accountant : Accountant, optional
             Charged :attr:`event` before any noise is drawn.
         rng : None, int or numpy.random.Generator
@@ -384,12 +387,20 @@ class Synthesizer:
             removed before the fit, a per-record filter covered by the sensitivities under both
             relations, as for a category with no ``other``.
         """
-        if is_spark(data):  # encoded where the data are; each marginal one Spark job
-            spark_codes = encode_spark(self.domain, data, missing)
+        if is_spark(data) or is_scan(data):
+            # counted where the data are, every marginal the fit may read in one pass
+            sets = needed_marginals(
+                self.method, self.estimator, self.domain.shape, self.workload, self.max_cells
+            )
+            counted = (
+                encode_spark(self.domain, data, missing, sets)
+                if is_spark(data)
+                else scan_codes(self.domain, data, missing, sets)
+            )
             try:
-                return self._fit(spark_codes, accountant, rng, progress, "numpy")
+                return self._fit(counted, accountant, rng, progress, _kind(data))
             finally:
-                spark_codes.release()
+                counted.release()
         codes = self.domain.encode(data, missing)
         return self._fit(codes, accountant, rng, progress, _kind(data))
 
