@@ -133,6 +133,8 @@ LAYOUTS: dict[str, bytes] = {
 REFUSED_NOW = {
     "carriage returns only": b"x,c\r1,a\r2,b\r",
     "a quote inside a field": b'x,c\n1,a"b\n2,b\n',
+    "a carriage return before a line end": b"x,c\n1,a\r\r\n2,b\n",
+    "a carriage return as a blank line": b"x,c\r\n1,a\r\n\r\r\n2,b\r\n",
 }
 
 
@@ -157,6 +159,24 @@ def test_the_record_scan_across_block_boundaries(
     path.write_bytes(body)
     assert _csv_rows.csv_records(path)[1].tolist() == [True, False, True, False, True, False, True]
     _same(path, _schema(FLOAT, CAT))
+
+
+@pytest.mark.parametrize("block", [1, 2, 4, 1 << 23])
+def test_a_carriage_return_in_a_line_is_refused_never_split_an_id(
+    tmp_path: Path, block: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The old reading took a lone carriage return for a line end: "u1\r\r\n" was the id "u1".
+    # Polars keeps it in the field: the same person would get two ids ("u1" and "u1\r"),
+    # each bounded apart. Refused instead, at any block size of the scan.
+    monkeypatch.setattr(_csv_rows, "_BLOCK", block)
+    schema = _schema(FLOAT, USER, unit="u")
+    path = tmp_path / "r.csv"
+    path.write_bytes(b"x,u\n1,u1\r\r\n2,u1\n3,u2\n")
+    assert read_source_arrow(path, schema).columns["u"].tolist() == [0, 0, 1]
+    with pytest.raises(DataError, match="as many fields as the header"):
+        read_source(path, schema)
+    path.write_bytes(b'x,u\r\n1,"u1\r"\r\n2,u1\r\n3,u2\r')  # quoted, or a line end: read
+    _same(path, schema)
 
 
 def test_a_short_line_is_refused_with_what_to_check(tmp_path: Path) -> None:

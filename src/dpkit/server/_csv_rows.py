@@ -7,6 +7,11 @@ a file ending with a blank line would gain a row (of missing values, filled by t
 This scan finds the record boundaries itself: a line feed or a comma outside double quotes
 (the quote state is the parity of the quotes before it; an escaped quote ``""`` counts twice,
 so it keeps the state). It reads the file in blocks, in a bounded amount of memory.
+
+A carriage return outside quotes that is not part of a ``\r\n`` line end (nor the file's last
+byte) is refused: the service's reading took it for a line end, Polars keeps it in the field,
+so ``1,a\r\r\n`` would store the text ``"a\r"`` (an undeclared category; an id numbered apart
+from ``"a"``: one person split in two) where ``"a"`` was stored before.
 """
 
 from __future__ import annotations
@@ -42,12 +47,20 @@ def csv_records(path: Path) -> tuple[int, npt.NDArray[np.bool_]]:
     commas = 0  # commas outside quotes since the last line end
     length = 0  # bytes since the last line end
     last_byte = -1
+    open_cr = False  # the previous block ended with a carriage return outside quotes
     with open(path, "rb") as f:
         while block := f.read(_BLOCK):
             b = np.frombuffer(block, dtype=np.uint8)
             quotes = np.cumsum(b == _QUOTE)
             outside = ((quotes + parity) & 1) == 0
             parity = (parity + int(quotes[-1])) & 1
+            if open_cr and b[0] != _LF:
+                raise _refused()
+            cr = np.flatnonzero((b == _CR) & outside)
+            open_cr = bool(len(cr)) and int(cr[-1]) == len(b) - 1
+            inner = cr[:-1] if open_cr else cr  # one at the block's end is checked with the next
+            if bool(np.any(b[inner + 1] != _LF)):
+                raise _refused()
             ends = np.flatnonzero((b == _LF) & outside)
             comma_count = np.cumsum((b == _COMMA) & outside)
             if len(ends):

@@ -21,8 +21,10 @@ What the service trusts: the files are written once by the service itself, in it
 data directory (folders 0700), and made read-only (0400); a replacement is a new file in a new
 folder, swapped in atomically, never a write into a mapped file (a worker still mapping the old
 one keeps reading it until it loads the new version). Every worker checks the file's SHA-256
-against ``data.json`` when it maps a version, so a file corrupted or replaced between
-registration and loading is refused instead of answered from. Bytes changed *in place* in a
+against ``data.json`` when it maps a version (reading the descriptor it then maps), and the
+manifest's rows and offsets against the one layout the service writes (the manifest is outside
+the checksum), so a file or manifest corrupted or replaced between registration and loading is
+refused instead of answered from. Bytes changed *in place* in a
 mapped file after that check (possible only for the service's own account or root, which can
 also rewrite the ledger) are outside this model: queries would see them, and a truncated file
 would stop the worker (SIGBUS).
@@ -41,7 +43,7 @@ import mmap
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import numpy.typing as npt
@@ -83,11 +85,15 @@ _CHUNK = 1 << 20
 
 def file_digest(path: Path) -> tuple[str, int]:
     """``(sha256 hex, size in bytes)`` of a file, read in 1 MiB blocks (not mapped)."""
-    h, size = hashlib.sha256(), 0
     with open(path, "rb") as f:
-        while block := f.read(_CHUNK):
-            h.update(block)
-            size += len(block)
+        return _digest(f)
+
+
+def _digest(f: BinaryIO) -> tuple[str, int]:
+    h, size = hashlib.sha256(), 0
+    while block := f.read(_CHUNK):
+        h.update(block)
+        size += len(block)
     return h.hexdigest(), size
 
 
@@ -97,19 +103,30 @@ def stored_dtype(kind: str) -> np.dtype[Any]:
     return np.dtype("<f8") if kind in ("float", "int") else np.dtype("<i8")
 
 
-def _write_columns(path: Path, table: Table) -> list[dict[str, Any]]:
+def _layout(schema: DatasetSchema, rows: int) -> tuple[list[dict[str, Any]], int]:
+    """Each column's name, dtype and offset in the data file, and the file's size: one column
+    after another, each at the next 64-byte boundary. The one layout the service writes, so the
+    one it reads: a manifest whose rows or offsets were changed (a column read from another's
+    bytes, or only the first rows) is refused, not mapped."""
     layout: list[dict[str, Any]] = []
     offset = 0
+    for c in schema.columns:
+        dtype = stored_dtype(c.type)
+        offset += -offset % _ALIGN
+        layout.append({"name": c.name, "dtype": dtype.str, "offset": offset})
+        offset += rows * dtype.itemsize
+    return layout, offset
+
+
+def _write_columns(path: Path, table: Table) -> list[dict[str, Any]]:
+    layout, _ = _layout(table.schema, table.rows)
+    offset = 0
     with private_file(path) as out:
-        for c in table.schema.columns:
-            dtype = stored_dtype(c.type)
-            values = np.ascontiguousarray(table.columns[c.name], dtype=dtype)
-            pad = -offset % _ALIGN
-            out.write(b"\0" * pad)
-            offset += pad
-            layout.append({"name": c.name, "dtype": dtype.str, "offset": offset})
+        for c, place in zip(table.schema.columns, layout, strict=True):
+            values = np.ascontiguousarray(table.columns[c.name], dtype=stored_dtype(c.type))
+            out.write(b"\0" * (place["offset"] - offset))
             out.write(values.data)  # the array's own buffer: no copy
-            offset += values.nbytes
+            offset = place["offset"] + values.nbytes
         out.flush()
         os.fsync(out.fileno())
     os.chmod(path, READ_ONLY_MODE)
@@ -195,36 +212,47 @@ def load_table(data_dir: Path, schema: DatasetSchema) -> Table:
     schema's, or if it is in an older format that could not be converted.
     """
     folder = data_dir / schema.name
-    manifest = json.loads((folder / MANIFEST).read_text())
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text())
+    except (ValueError, OSError):  # malformed (or unreadable): not the one the service wrote
+        manifest = None
+    if not isinstance(manifest, dict):
+        raise _changed(schema.name)
     if manifest.get("format") != FORMAT:
         raise DataError(
             f"dataset {schema.name} was stored by an older version of dpkit in a format this "
             "installation cannot read (an Arrow file; converting it needs pyarrow): register "
             "the dataset again."
         )
-    path = folder / DATA_FILE
-    digest, size = file_digest(path)
-    if digest != manifest.get("sha256") or size != manifest.get("bytes"):
-        raise _changed(schema.name)
     rows, layout = manifest.get("rows"), manifest.get("columns")
     expected = [(c.name, stored_dtype(c.type).str) for c in schema.columns]
     if (
-        not isinstance(rows, int)
-        or not isinstance(layout, list)
-        or [(c.get("name"), c.get("dtype")) for c in layout] != expected
+        not isinstance(layout, list)
+        or [(c.get("name"), c.get("dtype")) if isinstance(c, dict) else None for c in layout]
+        != expected
     ):
         raise DataError(f"the stored file of dataset {schema.name} does not have its schema's "
                         "columns: register the dataset again.")  # fmt: skip
-    with open(path, "rb") as f:
+    if type(rows) is not int or rows < 0:
+        raise _changed(schema.name)
+    # The manifest is outside the checksum: its rows and offsets must be the one layout the
+    # service writes (never a column read from another's bytes, or only its first rows), and
+    # the views are made from that layout, not from the manifest's numbers.
+    places, end = _layout(schema, rows)
+    if [(c.get("offset"), type(c.get("offset"))) for c in layout] != [
+        (p["offset"], int) for p in places
+    ]:
+        raise _changed(schema.name)
+    with open(folder / DATA_FILE, "rb") as f:
+        # the file checked is the file mapped (one descriptor), whatever is renamed meanwhile
+        digest, size = _digest(f)
+        if digest != manifest.get("sha256") or size != manifest.get("bytes") or size != end:
+            raise _changed(schema.name)
         # read-only: the views' buffers refuse writes, and the pages are the page cache's
         mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
     views: dict[str, npt.NDArray[Any]] = {}
-    for col in layout:
-        dtype, offset = np.dtype(col["dtype"]), col["offset"]
-        if not isinstance(offset, int) or offset < 0 or offset + rows * dtype.itemsize > size:
-            raise _changed(schema.name)
-        view = np.frombuffer(mapped, dtype=dtype, count=rows, offset=offset)
-        views[col["name"]] = view
+    for p in places:
+        views[p["name"]] = np.frombuffer(mapped, np.dtype(p["dtype"]), rows, p["offset"])
     return Table(schema, MappedColumns(views))
 
 
