@@ -224,3 +224,15 @@ def test_other_dtypes_are_summed_as_their_float64_values(dtype: str) -> None:
     assert fixed_sum(x[::2], bounds, k) == exact(wide[::2], bounds, k)
     y = np.array([1.0], dtype=dtype)  # above the upper bound: clamped, never refused
     assert fixed_sum(y, bounds, k) == round(math.ldexp(0.1, k))
+
+
+def test_any_shape_is_summed_over_all_its_records() -> None:
+    # The compiled kernel reads a C-contiguous buffer whole, so every path reads the records in
+    # order, whatever the shape: NumPy sliced a 2-d array by rows (and failed on a 0-d one).
+    x = np.array([0.5, -3.0, 0.25, 9.0, 0.125, 1e300])
+    bounds = (0.0, 1.0)
+    k = power_exponent(bounds)
+    want = exact(x, bounds, k)
+    for y in (x.reshape(3, 2), x.reshape(2, 3).T, x.reshape(3, 2)[:, ::-1]):
+        assert fixed_sum(y, bounds, k) == want
+    assert fixed_sum(np.array(0.5), bounds, k) == exact(np.array([0.5]), bounds, k)

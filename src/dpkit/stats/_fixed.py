@@ -274,8 +274,9 @@ def fixed_sum(x: FloatArray, bounds: tuple[float, float], k: int, name: str = "x
     # Records of another dtype (float32, integers, a byte-swapped float64) are widened to native
     # float64 first: NumPy would clamp a float32 block in float32, with the bounds rounded to
     # float32 (0.1 rounds up), so a record above a bound could land past it. A float64 array is
-    # not copied; the callers' arrays (as_vector) always are float64.
-    x = np.asarray(x, dtype=np.float64)
+    # not copied; the callers' arrays (as_vector) always are float64. Flattened so that both
+    # paths read every record (the kernel reads a contiguous buffer whole; NumPy slices axis 0).
+    x = np.asarray(x, dtype=np.float64).reshape(-1)
     magic = math.ldexp(1.5, 52 - k)
     base = int(np.array(magic).view(np.uint64))
     # After the clamp and the addition every record's z lies in [lo + C, hi + C] (rounded as the
