@@ -43,8 +43,8 @@
 
 /* Under -ffast-math or -ffinite-math-only the compiler may assume no NaN: with -ffast-math gcc 12
  * drops the flag below, and a NaN record is summed instead of refused. setup.py passes
- * -fno-fast-math last;
- * any other build with such flags fails here, and the optional extension is skipped. */
+ * -fno-fast-math last; any other build with such flags fails here, and the optional extension
+ * is skipped. */
 #if defined(__FAST_MATH__) || (defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__) \
     || defined(_M_FP_FAST)
 #error "dpkit's compiled sum needs NaN semantics (no -ffast-math, no -ffinite-math-only)"
