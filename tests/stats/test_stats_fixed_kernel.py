@@ -208,3 +208,31 @@ def test_bounds_must_be_finite_and_ordered() -> None:
     for bounds in [(0.0, math.inf), (-math.inf, 0.0), (1.0, 0.0), (math.nan, 1.0)]:
         with pytest.raises(ValueError, match="finite bounds"):
             fixed_sum(x, bounds, 0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int64", ">f8"])
+def test_other_dtypes_are_summed_as_their_float64_values(dtype: str) -> None:
+    # Records of another dtype are widened to float64 first (exact for the floats), so the
+    # bounds are applied as given: NumPy clamped a float32 block in float32, where 0.1 rounds up,
+    # so a record above the bound landed past it and was refused as if it were a NaN (a refusal
+    # that depends on a record's value), and elsewhere its integer differed from the reference.
+    bounds = (0.0, 0.1)
+    k = power_exponent(bounds)
+    x = np.array([1.0, 0.05, -2.0, 0.1, 7.0, 0.0, 0.03125, 3.0, 0.5], dtype=dtype)
+    wide = x.astype(np.float64)
+    assert fixed_sum(x, bounds, k) == exact(wide, bounds, k)
+    assert fixed_sum(x[::2], bounds, k) == exact(wide[::2], bounds, k)
+    y = np.array([1.0], dtype=dtype)  # above the upper bound: clamped, never refused
+    assert fixed_sum(y, bounds, k) == round(math.ldexp(0.1, k))
+
+
+def test_any_shape_is_summed_over_all_its_records() -> None:
+    # The compiled kernel reads a C-contiguous buffer whole, so every path reads the records in
+    # order, whatever the shape: NumPy sliced a 2-d array by rows (and failed on a 0-d one).
+    x = np.array([0.5, -3.0, 0.25, 9.0, 0.125, 1e300])
+    bounds = (0.0, 1.0)
+    k = power_exponent(bounds)
+    want = exact(x, bounds, k)
+    for y in (x.reshape(3, 2), x.reshape(2, 3).T, x.reshape(3, 2)[:, ::-1]):
+        assert fixed_sum(y, bounds, k) == want
+    assert fixed_sum(np.array(0.5), bounds, k) == exact(np.array([0.5]), bounds, k)

@@ -258,10 +258,10 @@ def fixed_sum(x: FloatArray, bounds: tuple[float, float], k: int, name: str = "x
     (all ones exactly when ``z`` is NaN, as ``z`` is otherwise finite), accumulated with integer
     operations: no branch on a value. It releases the GIL, so threads share the blocks as below.
 
-    Otherwise (no compiler at install, or a strided view): four NumPy passes per block (five on
-    NumPy 1, whose clamp is a maximum and a minimum), in
-    this order because the first one reads the records from memory and a clamp's comparisons
-    hide behind that wait better than an addition's; the others run on the block in the cache.
+    Otherwise (no compiler at install, or a strided or unaligned view): four NumPy passes per
+    block (five on NumPy 1, whose clamp is a maximum and a minimum), in this order because
+    the first one reads the records from memory and a clamp's comparisons hide behind that wait
+    better than an addition's; the others run on the block in the cache.
     The clamp runs whatever the values (a clamp skipped when every value is in bounds made the
     running time reveal whether an outlier is present; Jin et al. 2022), and so does every other
     pass; a NaN is refused after its block (a refusal the caller sees anyway).
@@ -271,6 +271,12 @@ def fixed_sum(x: FloatArray, bounds: tuple[float, float], k: int, name: str = "x
     lo, hi = bounds
     if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):  # callers validate; a guard
         raise ValueError("fixed_sum needs finite bounds with lower <= upper.")
+    # Records of another dtype (float32, integers, a byte-swapped float64) are widened to native
+    # float64 first: NumPy would clamp a float32 block in float32, with the bounds rounded to
+    # float32 (0.1 rounds up), so a record above a bound could land past it. A float64 array is
+    # not copied; the callers' arrays (as_vector) always are float64. Flattened so that both
+    # paths read every record (the kernel reads a contiguous buffer whole; NumPy slices axis 0).
+    x = np.asarray(x, dtype=np.float64).reshape(-1)
     magic = math.ldexp(1.5, 52 - k)
     base = int(np.array(magic).view(np.uint64))
     # After the clamp and the addition every record's z lies in [lo + C, hi + C] (rounded as the
@@ -282,7 +288,7 @@ def fixed_sum(x: FloatArray, bounds: tuple[float, float], k: int, name: str = "x
     # the array's layout, never of its values). It computes each block's integer exactly as
     # `work` below does.
     compiled = kernel
-    if compiled is not None and x.dtype == np.float64 and x.flags.c_contiguous and x.flags.aligned:
+    if compiled is not None and x.flags.c_contiguous and x.flags.aligned:
         block_sum = compiled.block_sum
 
         def one_pass(start: int, stop: int, values: FloatArray) -> int:

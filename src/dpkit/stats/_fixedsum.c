@@ -41,6 +41,15 @@
 #error "dpkit's compiled sum needs double arithmetic without excess precision"
 #endif
 
+/* Under -ffast-math or -ffinite-math-only the compiler may assume no NaN: with -ffast-math gcc 12
+ * drops the flag below, and a NaN record is summed instead of refused. setup.py passes
+ * -fno-fast-math last; any other build with such flags fails here, and the optional extension
+ * is skipped. */
+#if defined(__FAST_MATH__) || (defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__) \
+    || defined(_M_FP_FAST)
+#error "dpkit's compiled sum needs NaN semantics (no -ffast-math, no -ffinite-math-only)"
+#endif
+
 #define EXPONENT 0x7ff0000000000000ULL
 #define ONE_ULP_OF_EXPONENT 0x0010000000000000ULL
 
