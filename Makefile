@@ -10,8 +10,11 @@ DEMO_VENV := .venv-demo
 DEMO_PY := $(DEMO_VENV)/bin/python
 SNSQL_VENV := .venv-snsql
 SNSQL_PY := $(SNSQL_VENV)/bin/python
+PGM_VENV := .venv-pgm
+PGM_PY := $(PGM_VENV)/bin/python
+REF_ARGS ?= --datasets fair randhie --methods mst
 
-.PHONY: test demo bench lint typecheck pytest docs clean system-deps
+.PHONY: test demo bench reference lint typecheck pytest docs clean system-deps
 
 # setup.py and the C source: the editable install builds the compiled sum in place, so a change
 # to either must rebuild it (a stale module would sum with old code).
@@ -77,14 +80,27 @@ $(SNSQL_VENV)/.installed: benchmarks/requirements-sql.txt
 	$(SNSQL_PY) -m pip install --quiet -r benchmarks/requirements-sql.txt
 	touch $@
 
+# The reference AIM and MST on private-pgm's estimator (mbi 2.0.0 pins its own JAX and numpy 2).
+$(PGM_VENV)/.installed: benchmarks/requirements-pgm.txt
+	test -x $(PGM_PY) || $(PYTHON) -m venv $(PGM_VENV)
+	$(PGM_PY) -m pip install --quiet --upgrade pip
+	$(PGM_PY) -m pip install --quiet -r benchmarks/requirements-pgm.txt
+	touch $@
+
+# Refreshes benchmarks/reference_pgm.json, which benchmarks/release.py reads. MST takes about
+# half a minute a run; AIM (REF_ARGS="--methods aim ...") ten minutes to an hour, so not in bench.
+reference: $(PGM_VENV)/.installed
+	PYTHONPATH=src $(PGM_PY) benchmarks/reference_pgm.py $(REF_ARGS)
+
 # Every script prints its speed targets and appends them to $(BENCH_TARGETS); the last step
-# prints them all in one table, with the rows of issue 21 that no script reported.
+# prints them all in one table, with the target rows that no script reported.
 BENCH_TARGETS := build/bench-targets.jsonl
 bench: export DPKIT_BENCH_TARGETS = $(CURDIR)/$(BENCH_TARGETS)
 bench: $(BENCH_VENV)/.installed $(SYNTH_VENV)/.installed $(SNSQL_VENV)/.installed $(VENV)/.installed
 	mkdir -p build && rm -f $(BENCH_TARGETS)
 	for b in benchmarks/[a-z]*.py; do \
-	  [ $$b = benchmarks/release.py ] || [ $$b = benchmarks/sql.py ] || $(BENCH_PY) $$b || exit 1; done
+	  [ $$b = benchmarks/release.py ] || [ $$b = benchmarks/sql.py ] || \
+	  [ $$b = benchmarks/reference_pgm.py ] || $(BENCH_PY) $$b || exit 1; done
 	PYTHONPATH=src $(SYNTH_PY) benchmarks/release.py
 	PYTHONPATH=src $(SNSQL_PY) benchmarks/sql.py
 	@echo "== core rows again on the project's own NumPy (the newest 2.x that pip gives users) =="
@@ -93,4 +109,4 @@ bench: $(BENCH_VENV)/.installed $(SYNTH_VENV)/.installed $(SNSQL_VENV)/.installe
 	$(PY) benchmarks/_summary.py $(BENCH_TARGETS)
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) $(SYNTH_VENV) $(SNSQL_VENV) $(DEMO_VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(BENCH_VENV) $(SYNTH_VENV) $(SNSQL_VENV) $(PGM_VENV) $(DEMO_VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
