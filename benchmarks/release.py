@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from dpkit.release import Categorical, Domain, Numeric, Synthesizer
-from dpkit.release._examples import fair_domain, load_fair
+from dpkit.release import Domain, Synthesizer
+from dpkit.release._examples import fair_domain, load_fair, load_randhie, randhie_domain
 from dpkit.release._marginals import marginal, tvd
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -73,36 +73,6 @@ def reference_figures(dataset: str) -> dict[float, dict[str, tuple[float, float,
             for label, (tv, secs) in quoted.items():
                 out.setdefault(eps, {}).setdefault(label, (tv, secs, "quoted, earlier run"))
     return out
-
-
-def randhie_domain() -> Domain:
-    """A public domain for statsmodels' ``randhie`` from its codebook's ranges (not the data):
-    visits and chronic-disease counts with generous caps, the log coinsurance rates (5 plans,
-    0–95%) in bins that keep them apart, the log payments and deductibles with an atom at 0."""
-    flag = Categorical((0, 1))
-    return Domain(
-        {
-            "mdvis": Numeric(0.0, 40.0, bins=8, atoms=(0.0,)),
-            "lncoins": Numeric(0.0, 4.7, bins=10),
-            "idp": flag,
-            "lpi": Numeric(0.0, 8.0, bins=8, atoms=(0.0,)),
-            "fmde": Numeric(0.0, 9.0, bins=9, atoms=(0.0,)),
-            "physlm": Numeric(0.0, 1.0, bins=4, atoms=(0.0,)),
-            "disea": Numeric(0.0, 60.0, bins=10),
-            "hlthg": flag,
-            "hlthf": flag,
-            "hlthp": flag,
-        }
-    )
-
-
-def load_randhie() -> Any:
-    import statsmodels.api as sm
-
-    df = sm.datasets.randhie.load_pandas().data.copy()
-    for k in ("idp", "hlthg", "hlthf", "hlthp"):
-        df[k] = df[k].round().astype(int)
-    return df
 
 
 def mean_3way(real: np.ndarray, syn: np.ndarray, shape: tuple[int, ...]) -> float:
