@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 from collections.abc import Mapping
@@ -283,20 +284,34 @@ class SQLQuery:
         return tuple(steps)
 
     def _noise(self, gq: GroupedQuery, eps: float, dlt: float, noise: str | None) -> dict[str, Any]:
-        """Laplace or Gaussian, whichever gives less noise for this plan (public parameters
-        only): with few measures and one group per unit Laplace wins, with many Gaussian."""
-        if noise is not None or dlt == 0:
+        """The noise plan with the least noise for this query's bounds (public parameters
+        only): Laplace or Gaussian (with few measures and one group per unit Laplace wins,
+        with many Gaussian), and, for privately selected keys with a COUNT among the
+        aggregates, the count's own noisy value thresholded as the key selection (no ε split
+        off to a separate selection count; ``dpkit.frame._selection``)."""
+        if dlt == 0:
             return {} if noise is None else {"noise": noise}
-        try:
-            lap = gq._plan(eps, dlt, "laplace", None, 0.5)
-            gau = gq._plan(eps, dlt, "gaussian", None, 0.5)
-        except PrivacyParameterError:
-            return {}  # one of them cannot be calibrated: the frame's default decides
-        pairs = list(zip(gau.measures, lap.measures, strict=True))
-        if any(not (g.sd > 0 and m.sd > 0) for g, m in pairs):
-            return {}  # a scale too small to compare (a huge epsilon): the frame's default decides
-        ratios = [math.log(g.sd / m.sd) for g, m in pairs]
-        return {"noise": "gaussian" if sum(ratios) < 0 else "laplace"}
+        plans: dict[tuple[str, str | None], Any] = {}
+        kinds = ("laplace", "gaussian") if noise is None else (noise,)
+        counted = (
+            gq._public is None
+            and bool(gq._by)
+            and not gq._bounding.replace
+            and any(m.kind == "rows" for m in gq._measures())
+        )
+        for kind in kinds:
+            for sel in (None, "count") if counted and kind == "laplace" else (None,):
+                # one that cannot be calibrated is left out: the others (or the default) decide
+                with contextlib.suppress(PrivacyParameterError):
+                    plans[kind, sel] = gq._plan(eps, dlt, kind, sel, 0.5)
+        if not plans or any(not mn.sd > 0 for p in plans.values() for mn in p.measures):
+            # none calibrates, or a scale too small to compare (a huge epsilon)
+            return {} if noise is None else {"noise": noise}
+        # the same measures in every plan, in the same order: the plan with the least total
+        # log noise sd (the geometric mean of the measures' sd)
+        best = min(plans, key=lambda k: math.fsum(math.log(mn.sd) for mn in plans[k].measures))
+        kind, sel = best
+        return {"noise": kind} if sel is None else {"noise": kind, "selection": sel}
 
     def explain(
         self,
