@@ -142,3 +142,13 @@ def test_audit_count_selected_release_near_the_threshold() -> None:
     # the unit moves the count by 3 rows at b = 6: a correct release gives a bound below ε,
     # and the audit has power (well above 0)
     assert 0.2 < eps_lb <= EPS
+
+
+def test_sql_selection_given_is_used() -> None:
+    data = pl.DataFrame({"pid": range(200), "g": ["a", "b"] * 100, "x": [1.0] * 200})
+    q = dps.SQLQuery(COUNT, _catalog())
+    ex = q.explain({"t": data}, epsilon=EPS, delta=DELTA, selection="gaussian")
+    sel = ex.frame.plan.selection
+    assert sel is not None and sel.method == "gaussian" and sel.epsilon == pytest.approx(0.5)
+    (mn,) = ex.frame.plan.measures
+    assert float(mn.scale) == pytest.approx(12.0, rel=1e-8)  # half of ε left: b = 6 / 0.5

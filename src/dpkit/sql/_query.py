@@ -283,14 +283,18 @@ class SQLQuery:
             steps.append(f"LIMIT {c.limit} of the released rows (sorted by key first)")
         return tuple(steps)
 
-    def _noise(self, gq: GroupedQuery, eps: float, dlt: float, noise: str | None) -> dict[str, Any]:
+    def _noise(
+        self, gq: GroupedQuery, eps: float, dlt: float, noise: str | None, selection: str | None
+    ) -> dict[str, Any]:
         """The noise plan with the least noise for this query's bounds (public parameters
         only): Laplace or Gaussian (with few measures and one group per unit Laplace wins,
         with many Gaussian), and, for privately selected keys with a COUNT among the
         aggregates, the count's own noisy value thresholded as the key selection (no ε split
-        off to a separate selection count; ``dpkit.frame._selection``)."""
+        off to a separate selection count; ``dpkit.frame._selection``). A ``selection`` given
+        is used as given (the choice of noise is made for it)."""
+        given = {} if selection is None else {"selection": selection}
         if dlt == 0:
-            return {} if noise is None else {"noise": noise}
+            return given if noise is None else {"noise": noise, **given}
         plans: dict[tuple[str, str | None], Any] = {}
         kinds = ("laplace", "gaussian") if noise is None else (noise,)
         counted = (
@@ -300,13 +304,18 @@ class SQLQuery:
             and any(m.kind == "rows" for m in gq._measures())
         )
         for kind in kinds:
-            for sel in (None, "count") if counted and kind == "laplace" else (None,):
+            sels: tuple[str | None, ...] = (None,)
+            if selection is not None:
+                sels = (selection,)
+            elif counted and kind == "laplace":
+                sels = (None, "count")
+            for sel in sels:
                 # one that cannot be calibrated is left out: the others (or the default) decide
                 with contextlib.suppress(PrivacyParameterError):
                     plans[kind, sel] = gq._plan(eps, dlt, kind, sel, 0.5)
         if not plans or any(not mn.sd > 0 for p in plans.values() for mn in p.measures):
             # none calibrates, or a scale too small to compare (a huge epsilon)
-            return {} if noise is None else {"noise": noise}
+            return given if noise is None else {"noise": noise, **given}
         # the same measures in every plan, in the same order: the plan with the least total
         # log noise sd (the geometric mean of the measures' sd)
         best = min(plans, key=lambda k: math.fsum(math.log(mn.sd) for mn in plans[k].measures))
@@ -320,16 +329,22 @@ class SQLQuery:
         epsilon: float | None = None,
         delta: float | None = None,
         noise: str | None = None,
+        selection: str | None = None,
     ) -> SQLExplanation:
         """The plan and its whole cost, before anything is charged (reads schemas only).
 
         ``noise`` (dpkit's dialect): ``"laplace"`` or ``"gaussian"``; by default whichever
         gives the smaller noise for this plan's bounds (a choice from public parameters only).
+        ``selection`` (dpkit's dialect, privately selected keys): as in
+        :meth:`dpkit.frame.GroupedQuery.release`; by default the plan with the least noise,
+        which for a query with ``COUNT`` is ``"count"`` (its own noisy count thresholded: less
+        noise, but a key needs about the threshold in *rows*; ``explain`` shows it) — pass
+        ``"truncated_geometric"`` or ``"gaussian"`` to release smaller keys at more noise.
         """
         eps, dlt, extra = self._budget(epsilon, delta)
         gq = self._plans(tables)[0]
         if not self._c.bigquery:
-            extra = self._noise(gq, eps, dlt, noise)
+            extra = self._noise(gq, eps, dlt, noise, selection)
         fx = gq.explain(epsilon=eps, delta=dlt, **extra)
         self._check_post(gq)
         dialect = "BigQuery" if self._c.bigquery else "dpkit"
@@ -347,13 +362,15 @@ class SQLQuery:
         rng: RNGLike = None,
         alpha: float = 0.05,
         noise: str | None = None,
+        selection: str | None = None,
     ) -> SQLRelease:
         """Run the query: one frame release (charged once, for the whole ε, δ), then
-        post-processing of the released table only (``noise`` as in :meth:`explain`)."""
+        post-processing of the released table only (``noise``, ``selection`` as in
+        :meth:`explain`)."""
         eps, dlt, extra = self._budget(epsilon, delta)
         checked, gq = self._plans(tables)
         if not self._c.bigquery:
-            extra = self._noise(checked, eps, dlt, noise)
+            extra = self._noise(checked, eps, dlt, noise, selection)
         self._check_post(checked)
         if checked is not gq:  # Spark: the Polars path's checks on the schema, before any job
             checked.explain(epsilon=eps, delta=dlt, **extra)
