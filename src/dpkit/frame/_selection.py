@@ -186,19 +186,27 @@ def count_threshold(scale: Fraction, *, per_key: int, keys: int, delta: float) -
     >>> count_threshold(Fraction(3), per_key=3, keys=3, delta=1e-5)
     40
     """
-    r = math.exp(-1.0 / float(scale))
     delta_k = delta / keys - _FLOAT_SLACK
     if delta_k <= 0:
         raise PrivacyParameterError(
             "delta is too small for a count threshold (float sampling error); use a larger delta."
         )
-    # P(Z ≥ m) = r^m / (1 + r) for m ≥ 1 (r underflows to 0 for a tiny scale: m = 1)
-    m = 1 if r == 0.0 else max(1, math.ceil(math.log(delta_k * (1.0 + r)) / math.log(r) + 1e-9))
-    while m > 1 and discrete_laplace_upper_tail(float(scale), m - 1) <= delta_k:
-        m -= 1  # (the ceil's safety margin may overshoot by one)
-    while discrete_laplace_upper_tail(float(scale), m) > delta_k:
+    return per_key + _tail_index(float(scale), delta_k)
+
+
+def _tail_index(scale: float, target: float) -> int:
+    """The smallest ``m ≥ 1`` with ``P(Z ≥ m) ≤ target`` for Z discrete Laplace of ``scale``."""
+    r = math.exp(-1.0 / scale)
+    # P(Z ≥ m) = e^{−m/b} / (1 + r) for m ≥ 1, so m ≥ −b · ln(target · (1 + r)): solved with b
+    # itself, not ln r (for a wide noise r rounds to within 2^-53 of 1 and ln r is off by a
+    # relative 1e-4 at b = 1e12, 25% at b = 4e15: too low a threshold, or one-step corrections
+    # walked for hours); then checked against the tail itself
+    m = max(1, math.ceil(-scale * (math.log(target) + math.log1p(r))))
+    while m > 1 and discrete_laplace_upper_tail(scale, m - 1) <= target:
+        m -= 1
+    while discrete_laplace_upper_tail(scale, m) > target:
         m += 1
-    return per_key + m
+    return m
 
 
 def key_selection(
@@ -241,7 +249,6 @@ def key_selection(
         scale = Fraction(k) / Fraction(epsilon)
         # the sampler would refuse a scale this wide only when drawing, after the charge
         rational_at_least(scale, "selection scale", max_numerator=DLAP_MAX_NUMERATOR)
-        r = math.exp(-1.0 / float(scale))
         delta_k = -math.expm1(math.log1p(-delta) / k) - _FLOAT_SLACK
         # P(Z ≥ m) = r^m / (1 + r) for m ≥ 1; the key of a lone unit has 1 + Z ≥ τ iff Z ≥ τ − 1.
         if delta_k <= 0:
@@ -249,9 +256,9 @@ def key_selection(
                 "delta is too small for Laplace key selection (float sampling error); use a "
                 "larger delta."
             )
-        # r underflows to 0 for a huge epsilon: Z is then always 0 and m = 1 already suffices
-        m = 1 if r == 0.0 else max(1, math.ceil(math.log(delta_k * (1.0 + r)) / math.log(r) + 1e-9))
-        return KeySelection(method, epsilon, delta, k, scale, threshold=1 + m)
+        return KeySelection(
+            method, epsilon, delta, k, scale, threshold=1 + _tail_index(float(scale), delta_k)
+        )
 
     sens = float((1 << WEIGHT_BITS) * (2 if replace else 1))
     rho = rho_for(epsilon, delta / 2.0)
