@@ -13,6 +13,7 @@ import polars as pl
 import pytest
 
 import dpkit.sql as dps
+from dpkit.audit import epsilon_lower_bound
 from dpkit.frame._finish import finish
 from dpkit.frame._pipeline import ALL
 from dpkit.frame._selection import _FLOAT_SLACK, count_threshold
@@ -95,3 +96,41 @@ def test_a_key_only_the_added_unit_holds_is_released_at_most_delta_often(
     assert exact <= delta
     assert seen <= delta + 4 * sd  # (4 sd: a false failure about 3e-5 of the time)
     assert abs(seen - exact) <= 4 * sd  # the count thresholded is the released one, c rows
+
+
+def test_audit_avg_on_a_key_only_the_added_unit_holds() -> None:
+    """AVG selects keys by its own noisy count too: D' adds one unit whose 3 rows alone make
+    key 'z'; the audit of 'z''s released (count, mean) pair (−1, −1 where not released) over
+    fixed-seed trials stays within the claim (ε, δ), with δ large enough to be seen."""
+    delta = 0.05
+    cat = dps.Catalog([dps.Table(
+        "t", [dps.Column("pid", "int"), dps.Column("g", "string"),
+              dps.Column("x", "float", bounds=(0, 10))],
+        privacy_unit="pid", max_groups=1, max_rows=3,
+    )])  # fmt: skip
+    sql = "SELECT g, COUNT(*) AS n, AVG(x) AS m FROM t GROUP BY g"
+    base = pl.DataFrame({"pid": list(range(40)), "g": ["a"] * 40, "x": [5.0] * 40})
+    unit = pl.DataFrame({"pid": [999] * 3, "g": ["z"] * 3, "x": [10.0] * 3})
+    q = dps.SQLQuery(sql, cat)
+    plan = q.explain({"t": base}, epsilon=1.0, delta=delta).frame.plan
+    assert plan.selection is not None and plan.selection.method == "count"
+    g0, g1 = q.frame_query({"t": base}), q.frame_query({"t": pl.concat([base, unit])})
+    keys = list(g0._layout().keys)
+    d0 = g0._exact(plan, (11, 12, 13, 14))[0]
+    d1 = g1._exact(plan, (11, 12, 13, 14))[0]
+
+    def mech(d: Any, n: int, rng: Any) -> np.ndarray[Any, Any]:
+        t = d.join(pl.DataFrame({"trial": np.arange(n)}), how="cross")
+        f = finish(
+            t, None, keys=["trial", *keys], aggs=g0._aggs, plan=plan, gen=as_generator(rng),
+            alpha=0.05, drop_keys=(ALL,),
+        )  # fmt: skip
+        out = np.full((n, 2), -1.0)
+        z = f.filter(pl.col("g") == "z")
+        n_col, m_col = (a.alias for a in g0._aggs)  # the count's and the mean's columns
+        out[z["trial"].to_numpy(), 0] = z[n_col].to_numpy()
+        out[z["trial"].to_numpy(), 1] = z[m_col].to_numpy()
+        return out
+
+    lb = epsilon_lower_bound(mech, d0, d1, trials=TRIALS, delta=delta, rng=9)
+    assert float(lb.epsilon) <= 1.0
