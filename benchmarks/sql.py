@@ -9,7 +9,10 @@ key count on every query, AVG = SUM + COUNT, ...), so it is given ε / (its numb
 mechanisms, from ``get_privacy_cost``) to spend the same total. Keys released are counted
 where keys are selected privately. Ratios matter; absolute times on a shared machine do not.
 
-    PYTHONPATH=src python benchmarks/sql.py [--rows 1000000] [--runs 10]
+    PYTHONPATH=src python benchmarks/sql.py [--rows 1000000] [--runs 10] [--only "grouped count"]
+
+The MAE ratio's standard error (±) is from the spread of the per-run MAEs (the runs are
+independent; delta method for a ratio of two independent means).
 """
 
 from __future__ import annotations
@@ -108,7 +111,9 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1_000_000)
     # timings: the best of the runs (at least 3); errors: the mean over them
     ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--only", default="", help="comma-separated query names (default: all)")
     args = ap.parse_args()
+    only = {n.strip() for n in args.only.split(",") if n.strip()}
     import snsql
     from snsql import Privacy
 
@@ -124,6 +129,8 @@ def main() -> None:
         rows: list[tuple[str, ...]] = []
         ratios: list[tuple[str, float, float, float]] = []
         for name, sql in QUERIES:
+            if only and name not in only:
+                continue
             head = sql.split("FROM")[0]
             keys = ["state"] if "state" in head else (["educ"] if "educ," in head else [])
             cols = {"count": ["n"], "mean": ["m"], "grouped sum": ["s"], "grouped count": ["n"],
@@ -165,9 +172,11 @@ def main() -> None:
                     plan_t.append(time.perf_counter() - t0)
             s_sn, s_dp, s_plan = min(sn_t), min(dp_t), min(plan_t)
             e_sn, e_dp = float(np.nanmean(sn_err)), float(np.nanmean(dp_err))
+            se = _ratio_se(np.asarray(sn_err), np.asarray(dp_err))
             rows.append((
                 name, f"{cost_eps:g}", f"{s_sn:.2f}", f"{s_dp:.2f}", f"{s_sn / s_dp:.1f}x",
-                f"{s_dp / s_plan:.2f}", f"{e_sn:.4g}", f"{e_dp:.4g}", f"{e_sn / e_dp:.2f}",
+                f"{s_dp / s_plan:.2f}", f"{e_sn:.4g}", f"{e_dp:.4g}",
+                f"{e_sn / e_dp:.2f} ± {se:.2f}",
                 f"{np.mean(sn_keys):.1f}/{np.mean(dp_keys):.1f}" if keys else "-",
             ))  # fmt: skip
             ratios.append((name, s_sn / s_dp, s_dp / s_plan, e_sn / e_dp))
@@ -182,6 +191,16 @@ def main() -> None:
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"\nTargets (issue 23) — {os.cpu_count()} CPUs, load average {load}:")
     print(table(goals, ("work", "target", "measured", "mark")))
+
+
+def _ratio_se(a: np.ndarray, b: np.ndarray) -> float:  # type: ignore[type-arg]
+    """Standard error of mean(a) / mean(b) for independent runs (delta method)."""
+    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
+    if a.size < 2 or b.size < 2:
+        return float("nan")
+    ma, mb = a.mean(), b.mean()
+    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
+    return float(ma / mb * np.sqrt(va / ma**2 + vb / mb**2))
 
 
 HEADER = ("query", "sn mechs", "sn s", "dpkit s", "speed-up", "dpkit/plan", "sn MAE",

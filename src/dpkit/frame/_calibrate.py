@@ -22,15 +22,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from dpkit._checks import check_positive
-from dpkit.accounting import ComposedEvent, Event, PureDPEvent, ZCDPEvent
+from dpkit.accounting import ApproxDPEvent, ComposedEvent, Event, PureDPEvent, ZCDPEvent
 from dpkit.accounting._costs import rho_for
 from dpkit.errors import PrivacyParameterError
 from dpkit.frame._aggs import Measure
-from dpkit.frame._selection import KeySelection
+from dpkit.frame._selection import KeySelection, count_threshold
 from dpkit.mechanisms._tails import discrete_gaussian_quantile, discrete_laplace_quantile
 from dpkit.noise import sampled_sigma
 from dpkit.noise._discrete import DLAP_MAX_NUMERATOR
@@ -280,6 +280,8 @@ def noise_plan(
                 MeasureNoise(m, k, a, factor * t_int, l2, coords, "gaussian",
                              Fraction(sigma), 0.0, spent_rho)
             )  # fmt: skip
+    if selection is not None and selection.method == "count":
+        return _count_selected(out, bounding, selection, epsilon, delta)
     events: list[Event] = []
     if selection is not None:
         events.append(selection.event)
@@ -290,6 +292,37 @@ def noise_plan(
     # (no relation here: the query's release declares its table's at the charge)
     event = events[0] if len(events) == 1 else ComposedEvent(events=tuple(events))
     return NoisePlan(tuple(out), selection, event, epsilon, delta, rho)
+
+
+def _count_selected(
+    out: list[MeasureNoise],
+    bounding: Bounding,
+    selection: KeySelection,
+    epsilon: float,
+    delta: float,
+) -> NoisePlan:
+    """The plan whose keys are selected by thresholding its own noisy row count.
+
+    The Laplace mechanism on every measure (ε in all, the key set of both neighbours) plus the
+    event that a key only one of them has passes τ (probability ≤ δ, ``_selection`` module
+    notes): (ε, δ)-DP as one event, nothing split off for a separate selection count.
+    """
+    rows = [mn for mn in out if mn.measure.kind == "rows"]
+    if not rows or any(mn.kind != "laplace" for mn in out):
+        raise PrivacyParameterError(
+            "selection='count' thresholds the query's own row count: it needs count() among "
+            "the aggregations and Laplace noise."
+        )
+    mn = rows[0]
+    if mn.exponent != 0:  # pragma: no cover - a count's per-row integer is 1 (exponent 0)
+        raise PrivacyParameterError("selection='count' needs an integer count.")
+    c, _, _ = bounding.caps(mn.measure)  # a count's rows are integers of exponent 0
+    # keys one unit can add: its L0 pairs, even those the L1 row cap left with no row (a
+    # candidate key with a count of 0), so not min(L0, L1)
+    tau = count_threshold(mn.scale, per_key=c, keys=bounding.max_groups, delta=selection.delta)
+    sel = replace(selection, scale=mn.scale, threshold=tau)
+    event = ApproxDPEvent(epsilon=math.fsum(m.epsilon for m in out), delta=selection.delta)
+    return NoisePlan(tuple(out), sel, event, epsilon, delta, None)
 
 
 def zcdp_plan(

@@ -79,10 +79,11 @@ class Explanation:
             ]
         if self.plan.selection is not None:
             sel = self.plan.selection
-            lines.append(
-                f"Key selection: {sel.describe()} at epsilon={sel.epsilon:.6g}, "
-                f"delta={sel.delta:.3g}"
-            )
+            # the count threshold spends no ε beyond the count's own, shown above
+            paid = f"epsilon={sel.epsilon:.6g}"
+            if sel.method == "count":
+                paid = "no epsilon of its own"
+            lines.append(f"Key selection: {sel.describe()} at {paid}, delta={sel.delta:.3g}")
             half, most = kept_from(self.plan, 0.5), kept_from(self.plan, 0.95)
             lines.append(
                 f"  a key is released with probability {self.keep_probability(1):.3g} with 1 "

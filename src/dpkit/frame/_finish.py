@@ -189,14 +189,23 @@ def finish(
     """
     pl = _pl()
     totals = totals.sort(list(keys), nulls_last=True)  # released order carries no data order
-    if plan.selection is not None:
-        keep = plan.selection.keep(
-            totals[UNITS].to_numpy(), totals[WEIGHT].to_numpy(), gen
-        )  # fmt: skip
-        totals = totals.filter(pl.Series(keep, dtype=pl.Boolean))
     noisy: dict[str, Any] = {}
+    sel = plan.selection
+    if sel is not None and sel.method == "count":
+        # the released count is the selection's noisy count: drawn on every candidate key,
+        # thresholded, then the other measures are drawn on the kept keys only
+        rows = next(mn for mn in plan.measures if mn.measure.kind == "rows")
+        v = _noisy_scalar(totals, rows, gen)
+        keep = v >= sel.threshold
+        totals = totals.filter(pl.Series(keep, dtype=pl.Boolean))
+        noisy[rows.measure.name] = v[keep]
+    elif sel is not None:
+        keep = sel.keep(totals[UNITS].to_numpy(), totals[WEIGHT].to_numpy(), gen)
+        totals = totals.filter(pl.Series(keep, dtype=pl.Boolean))
     for mn in plan.measures:
         m = mn.measure
+        if m.name in noisy:
+            continue
         if m.kind == "bucket":
             exact = _bucket_matrix(buckets, totals, keys, m)
             if m.edges:

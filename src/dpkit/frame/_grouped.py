@@ -227,10 +227,16 @@ class GroupedQuery:
                     "private key selection needs delta > 0; pass delta (e.g. 1e-6), or give "
                     "public_keys."
                 )
+            method = self._selection_method(selection)
+            if method == "count" and kind != "laplace":
+                raise PrivacyParameterError(
+                    "selection='count' thresholds the Laplace-noised count: use noise='laplace'."
+                )
             sel_delta = dlt if kind == "laplace" else dlt / 2
             sel = key_selection(
-                self._selection_method(selection),
-                epsilon=eps * share,
+                method,
+                # the count threshold spends no ε of its own: its count's noise is paid for
+                epsilon=eps if method == "count" else eps * share,
                 delta=sel_delta,
                 max_groups=groups,
                 replace=self._bounding.replace,
@@ -423,9 +429,12 @@ class GroupedQuery:
             release reproducible and is **not secure**.
         noise : {"laplace", "gaussian"}, optional
             Default: Laplace for δ = 0 or one group per unit, else Gaussian.
-        selection : {"truncated_geometric", "laplace", "gaussian"}, optional
+        selection : {"truncated_geometric", "laplace", "gaussian", "count"}, optional
             Private key selection (default: truncated geometric for one group per unit under
-            add/remove, else the weighted Gaussian).
+            add/remove, else the weighted Gaussian). ``"count"`` (add/remove, Laplace noise, a
+            ``count()`` among the aggregations) releases a key iff its noisy row count passes a
+            threshold: no separate selection count, the whole ε goes to the aggregates and
+            ``selection_share`` is unused; released counts are then never below the threshold.
         selection_share : float
             Fraction of ε spent on key selection (default 0.5).
         alpha : float

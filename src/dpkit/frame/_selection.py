@@ -20,6 +20,19 @@ Three mechanisms, each (ε, δ)-DP for the keys of one add/remove-one-unit chang
   sum them exactly; exact discrete Gaussian noise of ``ρ``-zCDP (CKS 2020) is (ε, δ/2)-DP and the
   threshold ``τ = max_t (w_t + m_t + 1)``, ``P(Z > m_t) ≤ 1 − (1 − δ/2)^{1/t}``, keeps a key that
   only one unit holds with probability at most δ/2 however many keys that unit has.
+* ``"count"``: no noisy quantity of its own. The query's released row count (``count()``), with
+  its exact discrete Laplace noise of scale ``b = Δ₁/ε`` (Δ₁: rows one unit can add over all
+  keys), is itself thresholded: a key is released, with all its aggregates, iff its noisy count
+  is at least τ, the smallest integer with ``k · P(Z ≥ τ − c) ≤ δ`` (``c``: rows one unit can
+  add to one key, ``k``: keys it can add). The thresholded Laplace histogram of Korolova,
+  Kenthapadi, Mishra and Ntoulas (2009, "Releasing search queries and clicks privately") and
+  Wilson, Zhang, Lam, Desfontaines, Simmons-Marengo and Gipson (2020, "Differentially private
+  SQL with bounded user contribution"): for neighbours D ⊂ D' = D + one unit, on the keys of both
+  the noisy counts (and every other noisy aggregate) are ε-DP, the Laplace mechanism on the
+  vector; a key only D' has holds ≤ c of the unit's rows, so some such key passes with
+  probability ≤ ``k · P(Z ≥ τ − c) ≤ δ``; outside that event the outputs are post-processing of
+  the ε-DP vector, so the release is (ε, δ)-DP — the whole ε pays for the counts, none is split
+  off to a separate selection count. Add/remove neighbours only.
 
 Keys are decided independently, so a released key set reveals nothing beyond these guarantees.
 """
@@ -49,12 +62,13 @@ __all__ = [
     "METHODS",
     "WEIGHT_BITS",
     "KeySelection",
+    "count_threshold",
     "key_selection",
     "truncated_geometric_probabilities",
     "weights",
 ]
 
-METHODS = ("gaussian", "laplace", "truncated_geometric")
+METHODS = ("gaussian", "laplace", "truncated_geometric", "count")
 WEIGHT_BITS = 20
 _FLOAT_SLACK = 2.0**-50  # covers P(U < p) = ceil(p·2^53)/2^53 and rounding in the recursion
 # (times e^ε where an error is multiplied by e^ε: see key_selection)
@@ -96,6 +110,8 @@ class KeySelection:
 
     @property
     def event(self) -> Event:
+        if self.method == "count":  # pragma: no cover - noise_plan builds the joint event
+            raise PrivacyParameterError("a count threshold is paid with its count's noise.")
         # (no relation here: the query's release declares its table's at the charge)
         return ApproxDPEvent(epsilon=self.epsilon, delta=self.delta)
 
@@ -106,6 +122,11 @@ class KeySelection:
                 f"truncated geometric, a key held by n units kept w.p. p(n); "
                 f"p(1)={self.delta:.3g}, "
                 f"p(n)=1 from n={n}"
+            )
+        if self.method == "count":
+            return (
+                f"threshold on the released count itself (its discrete Laplace noise, b "
+                f"{float(self.scale):.6g}): kept if the noisy count >= {self.threshold}"
             )
         if self.method == "laplace":
             return (
@@ -132,7 +153,8 @@ class KeySelection:
             return self.probabilities[min(c, len(self.probabilities) - 1)]
         if c == 0:
             return 0.0
-        if self.method == "laplace":
+        if self.method in ("laplace", "count"):
+            # count: a key held by c units has at least c rows, so this is a lower bound
             return discrete_laplace_upper_tail(float(self.scale), self.threshold - c)
         t = min(max(1, int(keys_per_unit)), max(1, self.keys_per_unit))
         w = c * weights(t)[t]
@@ -147,11 +169,44 @@ class KeySelection:
             p = np.asarray(self.probabilities)
             idx = np.minimum(units.astype(np.int64), p.size - 1)
             return gen.random(n) < p[idx]
+        if self.method == "count":  # pragma: no cover - the finish thresholds the noisy count
+            raise PrivacyParameterError("a count threshold reads the released count's noise.")
         if self.method == "laplace":
             z = np.asarray(discrete_laplace(self.scale, size=n, rng=gen))
             return units.astype(np.int64) + z >= self.threshold
         z = np.asarray(discrete_gaussian(self.scale, size=n, rng=gen))
         return weight.astype(np.int64) + z >= self.threshold
+
+
+def count_threshold(scale: Fraction, *, per_key: int, keys: int, delta: float) -> int:
+    """The smallest τ with ``keys · P(Z ≥ τ − per_key) ≤ delta`` for Z discrete Laplace of
+    ``scale`` (integer units): a key that one unit alone adds, with at most ``per_key`` rows,
+    passes the count threshold with probability at most ``delta / keys`` (module notes).
+
+    >>> count_threshold(Fraction(3), per_key=3, keys=3, delta=1e-5)
+    40
+    """
+    delta_k = delta / keys - _FLOAT_SLACK
+    if delta_k <= 0:
+        raise PrivacyParameterError(
+            "delta is too small for a count threshold (float sampling error); use a larger delta."
+        )
+    return per_key + _tail_index(float(scale), delta_k)
+
+
+def _tail_index(scale: float, target: float) -> int:
+    """The smallest ``m ≥ 1`` with ``P(Z ≥ m) ≤ target`` for Z discrete Laplace of ``scale``."""
+    r = math.exp(-1.0 / scale)
+    # P(Z ≥ m) = e^{−m/b} / (1 + r) for m ≥ 1, so m ≥ −b · ln(target · (1 + r)): solved with b
+    # itself, not ln r (for a wide noise r rounds to within 2^-53 of 1 and ln r is off by a
+    # relative 1e-4 at b = 1e12, 25% at b = 4e15: too low a threshold, or one-step corrections
+    # walked for hours); then checked against the tail itself
+    m = max(1, math.ceil(-scale * (math.log(target) + math.log1p(r))))
+    while m > 1 and discrete_laplace_upper_tail(scale, m - 1) <= target:
+        m -= 1
+    while discrete_laplace_upper_tail(scale, m) > target:
+        m += 1
+    return m
 
 
 def key_selection(
@@ -166,6 +221,13 @@ def key_selection(
             "of being released); pass delta, or give public keys."
         )
     k = max_groups * (2 if replace else 1)
+    if method == "count":
+        if replace:
+            raise PrivacyParameterError(
+                "selection='count' is for add/remove neighbours; use 'gaussian' or 'laplace'."
+            )
+        # calibrated with the count's noise by noise_plan (count_threshold)
+        return KeySelection(method, 0.0, delta, k)
     if method == "truncated_geometric":
         if k != 1:
             raise PrivacyParameterError(
@@ -187,7 +249,6 @@ def key_selection(
         scale = Fraction(k) / Fraction(epsilon)
         # the sampler would refuse a scale this wide only when drawing, after the charge
         rational_at_least(scale, "selection scale", max_numerator=DLAP_MAX_NUMERATOR)
-        r = math.exp(-1.0 / float(scale))
         delta_k = -math.expm1(math.log1p(-delta) / k) - _FLOAT_SLACK
         # P(Z ≥ m) = r^m / (1 + r) for m ≥ 1; the key of a lone unit has 1 + Z ≥ τ iff Z ≥ τ − 1.
         if delta_k <= 0:
@@ -195,9 +256,9 @@ def key_selection(
                 "delta is too small for Laplace key selection (float sampling error); use a "
                 "larger delta."
             )
-        # r underflows to 0 for a huge epsilon: Z is then always 0 and m = 1 already suffices
-        m = 1 if r == 0.0 else max(1, math.ceil(math.log(delta_k * (1.0 + r)) / math.log(r) + 1e-9))
-        return KeySelection(method, epsilon, delta, k, scale, threshold=1 + m)
+        return KeySelection(
+            method, epsilon, delta, k, scale, threshold=1 + _tail_index(float(scale), delta_k)
+        )
 
     sens = float((1 << WEIGHT_BITS) * (2 if replace else 1))
     rho = rho_for(epsilon, delta / 2.0)

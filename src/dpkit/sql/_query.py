@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 from collections.abc import Mapping
@@ -282,21 +283,44 @@ class SQLQuery:
             steps.append(f"LIMIT {c.limit} of the released rows (sorted by key first)")
         return tuple(steps)
 
-    def _noise(self, gq: GroupedQuery, eps: float, dlt: float, noise: str | None) -> dict[str, Any]:
-        """Laplace or Gaussian, whichever gives less noise for this plan (public parameters
-        only): with few measures and one group per unit Laplace wins, with many Gaussian."""
-        if noise is not None or dlt == 0:
-            return {} if noise is None else {"noise": noise}
-        try:
-            lap = gq._plan(eps, dlt, "laplace", None, 0.5)
-            gau = gq._plan(eps, dlt, "gaussian", None, 0.5)
-        except PrivacyParameterError:
-            return {}  # one of them cannot be calibrated: the frame's default decides
-        pairs = list(zip(gau.measures, lap.measures, strict=True))
-        if any(not (g.sd > 0 and m.sd > 0) for g, m in pairs):
-            return {}  # a scale too small to compare (a huge epsilon): the frame's default decides
-        ratios = [math.log(g.sd / m.sd) for g, m in pairs]
-        return {"noise": "gaussian" if sum(ratios) < 0 else "laplace"}
+    def _noise(
+        self, gq: GroupedQuery, eps: float, dlt: float, noise: str | None, selection: str | None
+    ) -> dict[str, Any]:
+        """The noise plan with the least noise for this query's bounds (public parameters
+        only): Laplace or Gaussian (with few measures and one group per unit Laplace wins,
+        with many Gaussian), and, for privately selected keys with a COUNT among the
+        aggregates, the count's own noisy value thresholded as the key selection (no ε split
+        off to a separate selection count; ``dpkit.frame._selection``). A ``selection`` given
+        is used as given (the choice of noise is made for it)."""
+        given = {} if selection is None else {"selection": selection}
+        if dlt == 0:
+            return given if noise is None else {"noise": noise, **given}
+        plans: dict[tuple[str, str | None], Any] = {}
+        kinds = ("laplace", "gaussian") if noise is None else (noise,)
+        counted = (
+            gq._public is None
+            and bool(gq._by)
+            and not gq._bounding.replace
+            and any(m.kind == "rows" for m in gq._measures())
+        )
+        for kind in kinds:
+            sels: tuple[str | None, ...] = (None,)
+            if selection is not None:
+                sels = (selection,)
+            elif counted and kind == "laplace":
+                sels = (None, "count")
+            for sel in sels:
+                # one that cannot be calibrated is left out: the others (or the default) decide
+                with contextlib.suppress(PrivacyParameterError):
+                    plans[kind, sel] = gq._plan(eps, dlt, kind, sel, 0.5)
+        if not plans or any(not mn.sd > 0 for p in plans.values() for mn in p.measures):
+            # none calibrates, or a scale too small to compare (a huge epsilon)
+            return given if noise is None else {"noise": noise, **given}
+        # the same measures in every plan, in the same order: the plan with the least total
+        # log noise sd (the geometric mean of the measures' sd)
+        best = min(plans, key=lambda k: math.fsum(math.log(mn.sd) for mn in plans[k].measures))
+        kind, sel = best
+        return {"noise": kind} if sel is None else {"noise": kind, "selection": sel}
 
     def explain(
         self,
@@ -305,16 +329,22 @@ class SQLQuery:
         epsilon: float | None = None,
         delta: float | None = None,
         noise: str | None = None,
+        selection: str | None = None,
     ) -> SQLExplanation:
         """The plan and its whole cost, before anything is charged (reads schemas only).
 
         ``noise`` (dpkit's dialect): ``"laplace"`` or ``"gaussian"``; by default whichever
         gives the smaller noise for this plan's bounds (a choice from public parameters only).
+        ``selection`` (dpkit's dialect, privately selected keys): as in
+        :meth:`dpkit.frame.GroupedQuery.release`; by default the plan with the least noise,
+        which for a query with ``COUNT`` is ``"count"`` (its own noisy count thresholded: less
+        noise, but a key needs about the threshold in *rows*; ``explain`` shows it) — pass
+        ``"truncated_geometric"`` or ``"gaussian"`` to release smaller keys at more noise.
         """
         eps, dlt, extra = self._budget(epsilon, delta)
         gq = self._plans(tables)[0]
         if not self._c.bigquery:
-            extra = self._noise(gq, eps, dlt, noise)
+            extra = self._noise(gq, eps, dlt, noise, selection)
         fx = gq.explain(epsilon=eps, delta=dlt, **extra)
         self._check_post(gq)
         dialect = "BigQuery" if self._c.bigquery else "dpkit"
@@ -332,13 +362,15 @@ class SQLQuery:
         rng: RNGLike = None,
         alpha: float = 0.05,
         noise: str | None = None,
+        selection: str | None = None,
     ) -> SQLRelease:
         """Run the query: one frame release (charged once, for the whole ε, δ), then
-        post-processing of the released table only (``noise`` as in :meth:`explain`)."""
+        post-processing of the released table only (``noise``, ``selection`` as in
+        :meth:`explain`)."""
         eps, dlt, extra = self._budget(epsilon, delta)
         checked, gq = self._plans(tables)
         if not self._c.bigquery:
-            extra = self._noise(checked, eps, dlt, noise)
+            extra = self._noise(checked, eps, dlt, noise, selection)
         self._check_post(checked)
         if checked is not gq:  # Spark: the Polars path's checks on the schema, before any job
             checked.explain(epsilon=eps, delta=dlt, **extra)
