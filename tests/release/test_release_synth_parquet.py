@@ -165,3 +165,18 @@ def test_integer_categories_read_exactly_whatever_the_missing_values(tmp_path: P
     both.write_parquet(path)
     streamed = scan.scan_codes(dom, path, "drop", [(0, 1)]).marginal(dom.shape, (0, 1))
     assert np.array_equal(streamed, marginal(dom.encode(both, "drop"), dom.shape, (0, 1)))
+
+
+def test_pandas_missing_markers_are_missing_values() -> None:
+    # pd.NA in a nullable "string" or "boolean" column is a missing value: refused under
+    # missing="raise", not read as a category outside the list (other, or dropped)
+    import pandas as pd
+
+    dom = Domain({"s": Categorical(["a", "b"], other="b"), "t": Categorical([True, False])})
+    table = pd.DataFrame(
+        {"s": pd.array(["a", None, "a"], "string"), "t": pd.array([True, False, None], "boolean")}
+    )
+    with pytest.raises(DataError, match="missing"):
+        dom.encode(table)
+    assert dom.encode(table, "drop").tolist() == [[0, 0]]  # the first record only
+    assert dom.encode(table.iloc[:1], "raise").tolist() == [[0, 0]]

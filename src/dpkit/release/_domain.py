@@ -461,6 +461,10 @@ def table_columns(
             arr = np.asarray(col, dtype=object)
         if arr.dtype.kind == "f" and _integer_typed(col):
             arr = _exact_integers(col)
+        elif arr.dtype == object and type(col).__module__.startswith("pandas"):
+            # pandas' own missing markers (pd.NA of a "string" or "boolean" column, NaT) are
+            # None here: a missing value, not a category outside the list
+            arr = np.asarray(col.to_numpy(dtype=object, na_value=None), dtype=object)
         if arr.ndim != 1 and not isinstance(col, np.ndarray):
             # a list whose values are themselves lists: one value per record, whatever they
             # hold (the domain then maps or drops them); refusing here would depend on a value
