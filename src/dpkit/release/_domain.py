@@ -459,7 +459,9 @@ def table_columns(
         if arr.dtype.kind in "US" and not isinstance(col, np.ndarray):
             # a list typed by its values (one string makes NaN the text "nan"): keep each value
             arr = np.asarray(col, dtype=object)
-        if arr.dtype.kind == "f" and _integer_typed(col):
+        if arr.dtype.kind == "f" and _integer_typed(col) and bool(np.any(np.abs(arr) >= 2**53)):
+            # floats hold every integer below 2**53 exactly (each value then reads the same
+            # either way: only the speed differs); beyond, each value is kept as it is
             arr = _exact_integers(col)
         elif arr.dtype == object and type(col).__module__.startswith("pandas"):
             # pandas' own missing markers (pd.NA of a "string" or "boolean" column, NaT) are
