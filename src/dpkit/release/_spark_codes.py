@@ -170,10 +170,14 @@ def encode_spark(
     if absent:
         raise DataError(f"the table lacks the domain's column(s) {absent}.")
     exprs = []
+    t = importlib.import_module("pyspark.sql.types")
     for i, name in enumerate(domain.names):
         col = domain.columns[name]
-        if isinstance(col, Numeric):
-            t = importlib.import_module("pyspark.sql.types")
+        if isinstance(fields[name], t.NullType):
+            # Spark infers this type from the values when every one is null: each record's
+            # value is missing, as in memory (refusing the type would depend on the records)
+            exprs.append(f.lit(MISSING).cast("long").alias(f"c{i}"))
+        elif isinstance(col, Numeric):
             if not isinstance(fields[name], t.NumericType | t.BooleanType):
                 raise DataError(f"column {name!r} must be numeric, not {fields[name]}.")
             exprs.append(_numeric(f, f.col(name).cast("double"), col).alias(f"c{i}"))
