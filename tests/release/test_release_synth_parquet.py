@@ -5,6 +5,7 @@ in-memory path's for the same data and seed, and bad input is refused before any
 from __future__ import annotations
 
 import itertools
+import math
 from pathlib import Path
 
 import numpy as np
@@ -180,3 +181,14 @@ def test_pandas_missing_markers_are_missing_values() -> None:
         dom.encode(table)
     assert dom.encode(table, "drop").tolist() == [[0, 0]]  # the first record only
     assert dom.encode(table.iloc[:1], "raise").tolist() == [[0, 0]]
+
+
+def test_first_pass_counts_at_most_the_prefetch_cells() -> None:
+    # AIM's closed form on 40 columns of 64 cells: 9880 triples, 2.6e9 cells; the first pass
+    # (and Spark's collect to the driver) keeps the one-ways and triples up to the cap
+    shape = (64,) * 40
+    sets = scan.needed_marginals("aim", "closed", shape, [], 10**6)
+    kept = scan.prefetched(sets, shape)
+    assert all((c,) in kept or any(c in s for s in kept) for c in range(40))
+    assert sum(math.prod(shape[c] for c in s) for s in kept) <= scan.PREFETCH_CELLS
+    assert 0 < len(kept) < len(sets)

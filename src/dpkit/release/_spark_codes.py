@@ -33,6 +33,7 @@ from dpkit._missing import Missing, check_missing, missing_error
 from dpkit.errors import DataError
 from dpkit.release._domain import DROPPED, MISSING, Categorical, Domain, Numeric
 from dpkit.release._marginals import sub_marginal
+from dpkit.release._scan_codes import prefetched
 
 __all__ = ["SparkCodes", "encode_spark", "is_spark"]
 
@@ -215,6 +216,9 @@ def encode_spark(
     codes = df.select(*exprs).withColumn(_STATE, state.otherwise(f.lit(_KEPT)))
     if sets is None:
         sets = [(c,) for c in range(len(domain.names))]
+    # as many count cells as the streamed path keeps (the driver collects them all); a
+    # marginal left out is one more job when the fit reads it
+    sets = prefetched(sets, domain.shape)
     # Every record is encoded and counted now, before the fit charges: a record that makes the
     # input fail (an ANSI cast of a bad string upstream, an unreadable file) fails here,
     # uncharged and with Spark's message withheld. No total is ever read on its own.
