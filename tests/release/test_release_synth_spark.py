@@ -70,3 +70,45 @@ def test_missing_values_and_schema_on_spark(spark: Any) -> None:
     with pytest.raises(DataError, match="numeric"):
         syn.fit(sdf.withColumn("age", sdf["a"]), accountant=acct)
     assert not acct.ledger
+
+
+def test_all_null_column_on_spark_is_missing_as_in_memory(spark: Any) -> None:
+    # Spark infers NullType from the values when every one is null: the column is missing
+    # everywhere (refused under "raise", every record dropped under "drop"), as in memory,
+    # not refused for its type (which would depend on the records)
+    from pyspark.sql.types import LongType, NullType, StringType, StructField, StructType
+
+    schema = StructType(
+        [
+            StructField("a", StringType()),
+            StructField("level", LongType()),
+            StructField("s", NullType()),
+        ]
+    )
+    sdf = spark.createDataFrame([("x", 1, None), ("y", 2, None)], schema)
+    df = pl.DataFrame({"a": ["x", "y"], "level": [1, 2], "s": [None, None]})
+    dom = Domain(
+        {
+            "a": Categorical(["x", "y"]),
+            "level": Categorical([1, 2]),
+            "s": Categorical(["u", "v"]),
+        }
+    )
+    syn = Synthesizer(dom, epsilon=1.0, delta=1e-6, method="independent")
+    acct = Accountant(ZCDP(rho=10.0))
+    with pytest.raises(DataError, match="missing value"):
+        syn.fit(sdf, accountant=acct)
+    assert not acct.ledger
+    a, b = syn.fit(df, rng=2, missing="drop"), syn.fit(sdf, rng=2, missing="drop")
+    assert a.n_estimate == b.n_estimate and a.measured == b.measured
+
+
+def test_wide_table_on_spark_equals_fit_in_memory(spark: Any) -> None:
+    # Spark groups by at most 64 columns in one GROUPING SETS job: a 70-column table is
+    # counted in several jobs, with the same counts as in memory
+    d = 70
+    df = pl.DataFrame({f"v{i}": [0, 1, i % 2, 1] for i in range(d)})
+    dom = Domain({f"v{i}": Categorical([0, 1]) for i in range(d)})
+    syn = Synthesizer(dom, epsilon=1.0, delta=1e-6, method="independent")
+    a, b = syn.fit(df, rng=4), syn.fit(spark.createDataFrame(df.to_arrow()), rng=4)
+    assert a.n_estimate == b.n_estimate and a.measured == b.measured

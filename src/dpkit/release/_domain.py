@@ -459,6 +459,14 @@ def table_columns(
         if arr.dtype.kind in "US" and not isinstance(col, np.ndarray):
             # a list typed by its values (one string makes NaN the text "nan"): keep each value
             arr = np.asarray(col, dtype=object)
+        if arr.dtype.kind == "f" and _integer_typed(col) and bool(np.any(np.abs(arr) >= 2**53)):
+            # floats hold every integer below 2**53 exactly (each value then reads the same
+            # either way: only the speed differs); beyond, each value is kept as it is
+            arr = _exact_integers(col)
+        elif arr.dtype == object and type(col).__module__.startswith("pandas"):
+            # pandas' own missing markers (pd.NA of a "string" or "boolean" column, NaT) are
+            # None here: a missing value, not a category outside the list
+            arr = np.asarray(col.to_numpy(dtype=object, na_value=None), dtype=object)
         if arr.ndim != 1 and not isinstance(col, np.ndarray):
             # a list whose values are themselves lists: one value per record, whatever they
             # hold (the domain then maps or drops them); refusing here would depend on a value
@@ -466,4 +474,28 @@ def table_columns(
         if arr.ndim != 1:
             raise DataError(f"column {k!r} must be 1-d.")
         out[k] = arr
+    return out
+
+
+def _integer_typed(col: object) -> bool:
+    """Whether a Polars or pandas column is declared integer (NumPy's cannot hold nulls)."""
+    if isinstance(col, np.ndarray):
+        return False
+    dtype = getattr(col, "dtype", None)
+    is_integer = getattr(dtype, "is_integer", None)
+    if callable(is_integer):  # Polars
+        return bool(is_integer())
+    return getattr(dtype, "kind", None) in ("i", "u")  # pandas' Int64 and friends
+
+
+def _exact_integers(col: Any) -> npt.NDArray[Any]:
+    """An integer column with nulls, each value kept exactly (None for a null).
+
+    Polars and pandas hand such a column over as floats, where 2**53 + 1 reads as 2**53: a
+    category would then depend on whether ANOTHER record is missing (one record's presence
+    would move every such record to another cell), and a batch of a streamed table without a
+    missing value would encode them unlike the whole table."""
+    if type(col).__module__.startswith("polars"):
+        return np.asarray(col.to_list(), dtype=object)
+    out: npt.NDArray[Any] = np.asarray(col.to_numpy(dtype=object, na_value=None), dtype=object)
     return out

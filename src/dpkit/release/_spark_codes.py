@@ -33,6 +33,7 @@ from dpkit._missing import Missing, check_missing, missing_error
 from dpkit.errors import DataError
 from dpkit.release._domain import DROPPED, MISSING, Categorical, Domain, Numeric
 from dpkit.release._marginals import sub_marginal
+from dpkit.release._scan_codes import prefetched
 
 __all__ = ["SparkCodes", "encode_spark", "is_spark"]
 
@@ -80,11 +81,39 @@ class SparkCodes:
         self._tables = {}
 
 
+_MAX_KEYS = 63
+"""Columns one GROUPING SETS job may group by besides the state: Spark numbers the grouping
+columns in a 64-bit grouping id, so a query on more of them is refused."""
+
+
 def _grouped_counts(
     codes: Any, shape: Sequence[int], sets: Sequence[Cols], missing: Missing
 ) -> dict[Cols, IntArray]:
-    """The kept records' counts on every set of ``sets``, in one job; under ``"raise"`` a
-    record with a missing value is refused (every record is in every set)."""
+    """The kept records' counts on every set of ``sets``, in one job (one per 63 columns of a
+    wider table); under ``"raise"`` a record with a missing value is refused (every record is
+    in every set of every job), before anything is charged."""
+    chunks: list[list[Cols]] = []
+    used: set[int] = set()
+    for s in sets:  # which sets share a job: from the public shape and parameters only
+        if not chunks or len(used | set(s)) > _MAX_KEYS:
+            chunks.append([])
+            used = set()
+        chunks[-1].append(s)
+        used |= set(s)
+    out: dict[Cols, IntArray] = {}
+    for chunk in chunks:
+        tables, found_missing = _one_job(codes, shape, chunk)
+        if missing == "raise" and found_missing:
+            raise missing_error("the table")
+        out.update(tables)
+    return out
+
+
+def _one_job(
+    codes: Any, shape: Sequence[int], sets: Sequence[Cols]
+) -> tuple[dict[Cols, IntArray], bool]:
+    """The kept records' counts on ``sets`` in one GROUPING SETS job, and whether a record
+    has a missing value."""
     grouping = ", ".join("(" + ", ".join([_STATE, *(f"c{c}" for c in s)]) + ")" for s in sets)
     cols = ", ".join(f"c{c}" for c in sorted({c for s in sets for c in s}))
     query = (
@@ -105,9 +134,7 @@ def _grouped_counts(
         # codes are never null, so the non-null columns name the grouping set
         s = by_cols[frozenset(int(k[1:]) for k in r.asDict() if k[0] == "c" and r[k] is not None)]
         out[s][tuple(int(r[f"c{c}"]) for c in s)] = int(r["n"])
-    if missing == "raise" and found_missing:
-        raise missing_error("the table")
-    return out
+    return out, found_missing
 
 
 def _numeric(f: Any, x: Any, col: Numeric) -> Any:
@@ -170,10 +197,14 @@ def encode_spark(
     if absent:
         raise DataError(f"the table lacks the domain's column(s) {absent}.")
     exprs = []
+    t = importlib.import_module("pyspark.sql.types")
     for i, name in enumerate(domain.names):
         col = domain.columns[name]
-        if isinstance(col, Numeric):
-            t = importlib.import_module("pyspark.sql.types")
+        if isinstance(fields[name], t.NullType):
+            # Spark infers this type from the values when every one is null: each record's
+            # value is missing, as in memory (refusing the type would depend on the records)
+            exprs.append(f.lit(MISSING).cast("long").alias(f"c{i}"))
+        elif isinstance(col, Numeric):
             if not isinstance(fields[name], t.NumericType | t.BooleanType):
                 raise DataError(f"column {name!r} must be numeric, not {fields[name]}.")
             exprs.append(_numeric(f, f.col(name).cast("double"), col).alias(f"c{i}"))
@@ -185,6 +216,9 @@ def encode_spark(
     codes = df.select(*exprs).withColumn(_STATE, state.otherwise(f.lit(_KEPT)))
     if sets is None:
         sets = [(c,) for c in range(len(domain.names))]
+    # as many count cells as the streamed path keeps (the driver collects them all); a
+    # marginal left out is one more job when the fit reads it
+    sets = prefetched(sets, domain.shape)
     # Every record is encoded and counted now, before the fit charges: a record that makes the
     # input fail (an ANSI cast of a bad string upstream, an unreadable file) fails here,
     # uncharged and with Spark's message withheld. No total is ever read on its own.
