@@ -9,8 +9,8 @@ import polars as pl
 import pytest
 
 import dpkit.frame as dpf
+import dpkit.frame._bounding as bounding_mod
 import dpkit.frame._grouped as grouped_mod
-import dpkit.frame._pipeline as pipeline_mod
 from dpkit.accounting import Accountant, ApproxDP
 from dpkit.errors import PrivacyParameterError
 
@@ -80,7 +80,7 @@ def test_partitioned_bounded_aggregates_are_bit_identical(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # both in-memory plans (the default depends on the Polars version), and streaming
-    monkeypatch.setattr(pipeline_mod, "sort_is_faster", lambda: sort)
+    monkeypatch.setattr(bounding_mod, "sort_is_faster", lambda: sort)
     g = _query(_table(), unit, by, bounds, aggs)
     one = g.bounded_aggregates(seed=7)
     for parts in (2, 3, 8):

@@ -14,9 +14,10 @@ import polars as pl
 import pytest
 
 import dpkit.frame as dpf
-import dpkit.frame._pipeline as pipeline_mod
+import dpkit.frame._bounding as bounding_mod
+from dpkit.frame._bounding import bound
 from dpkit.frame._calibrate import Bounding
-from dpkit.frame._pipeline import ROWS, UNITS, WEIGHT, G, H, bound, pack_min, prepare
+from dpkit.frame._pipeline import ROWS, UNITS, WEIGHT, G, H, pack_min, prepare
 from dpkit.frame._selection import weights
 from dpkit.frame._table import UNIT_ID
 
@@ -109,7 +110,7 @@ def test_sorted_plan_matches_a_plain_python_reference(l_inf: int, l0: int) -> No
 def test_sorted_plan_does_not_depend_on_data_order(sort: bool, monkeypatch: Any) -> None:
     # bounded_aggregates picks the plan by Polars version: force each one (on Polars 2.x the
     # default is the group-by plan, and this test would not run the sorted plan at all)
-    monkeypatch.setattr(pipeline_mod, "sort_is_faster", lambda: sort)
+    monkeypatch.setattr(bounding_mod, "sort_is_faster", lambda: sort)
     df = _table(5)
     a = _query(df, 2, 3).bounded_aggregates(seed=4)
     b = _query(df.reverse(), 2, 3).bounded_aggregates(seed=4)

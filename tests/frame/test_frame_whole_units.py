@@ -17,8 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dpkit.frame as dpf
+from dpkit.frame._bounding import _bound, bound, whole_units
 from dpkit.frame._calibrate import Bounding
-from dpkit.frame._pipeline import NPAIRS, _bound, bound, prepare, whole_units
+from dpkit.frame._pipeline import NPAIRS, prepare
 
 B = (0.0, 100.0)
 SEEDS = (5, 6, 7, 8)

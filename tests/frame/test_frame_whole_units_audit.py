@@ -1,7 +1,7 @@
 """Empirical audits (dpkit.audit) of grouped counts where one person sits just past a bound.
 
 Units within every bound are summed whole and only the others are hashed and ranked
-(:func:`dpkit.frame._pipeline.bound`); a person one row or one key past a bound must still lose
+(:func:`dpkit.frame._bounding.bound`); a person one row or one key past a bound must still lose
 exactly what the bound removes. As in ``test_frame_privacy``: the exact bounded totals of both
 neighbouring tables come from the real pipeline (one fixed hash key: the guarantee holds for
 every key), then the real release code (:func:`dpkit.frame._finish.finish`) noises many stacked
@@ -17,7 +17,7 @@ import polars as pl
 import pytest
 
 import dpkit.frame as dpf
-import dpkit.frame._pipeline as pipeline
+import dpkit.frame._bounding as bounding_module
 from dpkit.audit import epsilon_lower_bound
 from dpkit.frame._finish import finish, public_totals
 from dpkit.frame._pipeline import ALL
@@ -91,12 +91,12 @@ def test_the_audit_sees_a_split_that_keeps_a_person_past_a_bound_whole(
 ) -> None:
     """Power: flag every person whole (a split that no longer enforces the bounds) and the
     person with 12 rows in one group moves the count by 12 against a sensitivity of 3."""
-    real = pipeline.whole_units
+    real = bounding_module.whole_units
 
     def all_whole(*args: Any, **kw: Any) -> Any:
         pairs, flags = real(*args, **kw)
         return pairs.with_columns(pl.lit(True).alias("__whole")), flags
 
-    monkeypatch.setattr(pipeline, "whole_units", all_whole)
+    monkeypatch.setattr(bounding_module, "whole_units", all_whole)
     extra = pl.DataFrame({"user": [99] * 12, "g": ["a"] * 12})
     assert _audit(_grouped, extra, "a", seed=5) > EPS

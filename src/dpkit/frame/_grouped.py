@@ -12,6 +12,7 @@ from dpkit._progress import Progress
 from dpkit.accounting._relation import holding_under
 from dpkit.errors import DataError, PrivacyParameterError
 from dpkit.frame._aggs import Aggregation, Measure, check_output_names
+from dpkit.frame._bounding import bound
 from dpkit.frame._calibrate import Bounding, NoisePlan, noise_plan, zcdp_plan
 from dpkit.frame._engine import as_lazy, polars
 from dpkit.frame._explain import Explanation, FrameRelease
@@ -21,7 +22,6 @@ from dpkit.frame._pipeline import (
     ALL,
     ROWS,
     Layout,
-    bound,
     check_working,
     missing_rows,
     prepare,
